@@ -1,0 +1,56 @@
+//===--- TorchMatchers.h - torch-tidy ---------------------------*- C++ -*-===//
+//
+// Shared knowledge of the LibTorch API: the spellings of its types and
+// functions, and small AST queries that several checks need.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_UTILS_TORCHMATCHERS_H
+#define TORCH_TIDY_UTILS_TORCHMATCHERS_H
+
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Expr.h"
+#include "clang/AST/Stmt.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace clang::tidy::torch {
+
+/// Fully qualified names of the functions that return the CUDA caching
+/// allocator's free blocks to the driver.
+llvm::ArrayRef<llvm::StringRef> emptyCacheFunctionNames();
+
+/// `at::Tensor` (spelt `torch::Tensor` by most users), after typedefs.
+bool isTensorType(QualType T);
+/// `c10::Device`.
+bool isDeviceType(QualType T);
+/// `c10::DeviceType`, the enum behind `torch::kCUDA` and `torch::kCPU`.
+bool isDeviceTypeEnum(QualType T);
+/// `c10::TensorOptions`.
+bool isTensorOptionsType(QualType T);
+
+/// Where a statement sits relative to the loops around it.
+struct EnclosingLoop {
+  /// The innermost loop whose body, condition or increment runs the
+  /// statement once per iteration; null when there is none.
+  const Stmt *Loop = nullptr;
+  /// The lambda, defined inside that loop, through which the statement is
+  /// reached; null when the statement is directly in the loop.
+  const LambdaExpr *ViaLambda = nullptr;
+};
+
+/// Finds the innermost loop that repeats \p S within its function. Walking out
+/// of a lambda body continues at the lambda expression, since a lambda defined
+/// in a loop body is (almost always) called there. \p MaxDepth bounds the
+/// number of AST parents visited.
+EnclosingLoop findEnclosingLoop(const Stmt &S, ASTContext &Ctx,
+                                unsigned MaxDepth = 256);
+
+/// True when \p Child is part of the per-iteration work of \p Loop: its body,
+/// its condition or its increment, but not its init or range expression.
+bool isRepeatedPartOfLoop(const Stmt &Loop, const Stmt &Child);
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_UTILS_TORCHMATCHERS_H

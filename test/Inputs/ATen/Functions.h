@@ -1,0 +1,43 @@
+#pragma once
+#include <ATen/core/TensorBody.h>
+
+// The ATen factories and multi-tensor functions (at::), which torch:: wraps.
+namespace at {
+Tensor randn(IntArrayRef size, TensorOptions options = {});
+Tensor rand(IntArrayRef size, TensorOptions options = {});
+Tensor zeros(IntArrayRef size, TensorOptions options = {});
+Tensor ones(IntArrayRef size, TensorOptions options = {});
+Tensor empty(IntArrayRef size, TensorOptions options = {},
+             c10::optional<MemoryFormat> memory_format = c10::nullopt);
+Tensor full(IntArrayRef size, const Scalar &fill_value, TensorOptions options = {});
+Tensor arange(const Scalar &end, TensorOptions options = {});
+Tensor arange(const Scalar &start, const Scalar &end, TensorOptions options = {});
+Tensor eye(int64_t n, TensorOptions options = {});
+Tensor linspace(const Scalar &start, const Scalar &end, int64_t steps, TensorOptions options = {});
+Tensor randint(int64_t high, IntArrayRef size, TensorOptions options = {});
+Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions options = {});
+Tensor from_blob(void *data, IntArrayRef sizes, const TensorOptions &options = {});
+Tensor scalar_tensor(const Scalar &s, TensorOptions options = {});
+Tensor zeros_like(const Tensor &self, TensorOptions options = {});
+Tensor ones_like(const Tensor &self, TensorOptions options = {});
+Tensor empty_like(const Tensor &self, TensorOptions options = {});
+Tensor randn_like(const Tensor &self, TensorOptions options = {});
+Tensor rand_like(const Tensor &self, TensorOptions options = {});
+Tensor full_like(const Tensor &self, const Scalar &fill_value, TensorOptions options = {});
+
+Tensor cat(TensorList tensors, int64_t dim = 0);
+Tensor stack(TensorList tensors, int64_t dim = 0);
+Tensor matmul(const Tensor &self, const Tensor &other);
+Tensor mm(const Tensor &self, const Tensor &mat2);
+Tensor bmm(const Tensor &self, const Tensor &mat2);
+Tensor add(const Tensor &self, const Tensor &other, const Scalar &alpha = 1);
+Tensor mul(const Tensor &self, const Tensor &other);
+Tensor where(const Tensor &condition, const Tensor &self, const Tensor &other);
+Tensor mse_loss(const Tensor &self, const Tensor &target, int64_t reduction = 1);
+Tensor l1_loss(const Tensor &self, const Tensor &target, int64_t reduction = 1);
+Tensor nll_loss(const Tensor &self, const Tensor &target);
+Tensor cross_entropy_loss(const Tensor &self, const Tensor &target);
+Tensor binary_cross_entropy(const Tensor &self, const Tensor &target);
+Tensor relu(const Tensor &self);
+Tensor log_softmax(const Tensor &self, int64_t dim);
+} // namespace at

@@ -1,0 +1,118 @@
+#pragma once
+#include <c10/core/TensorOptions.h>
+#include <c10/util/Optional.h>
+#include <ostream>
+#include <vector>
+
+namespace at {
+using namespace c10;
+class Tensor;
+using TensorList = c10::ArrayRef<Tensor>;
+
+template <typename T, size_t N> class TensorAccessor {
+public:
+  T &operator[](int64_t i);
+};
+
+class Tensor {
+public:
+  Tensor();
+  Tensor(const Tensor &);
+  Tensor(Tensor &&) noexcept;
+  Tensor &operator=(const Tensor &) &;
+  Tensor &operator=(Tensor &&) & noexcept;
+  Tensor &operator=(const Scalar &) &&;
+  ~Tensor();
+
+  // Device and memory queries.
+  Device device() const;
+  TensorOptions options() const;
+  bool is_cuda() const;
+  bool is_cpu() const;
+  bool defined() const;
+  bool requires_grad() const;
+  int64_t dim() const;
+  int64_t numel() const;
+  int64_t size(int64_t dim) const;
+  IntArrayRef sizes() const;
+  ScalarType scalar_type() const;
+  bool is_pinned(c10::optional<Device> device = c10::nullopt) const;
+
+  // Conversions: all of them return a new tensor; none moves `*this`.
+  Tensor to(TensorOptions options = {}, bool non_blocking = false, bool copy = false,
+            c10::optional<MemoryFormat> memory_format = c10::nullopt) const;
+  Tensor to(c10::optional<ScalarType> dtype, c10::optional<Layout> layout,
+            c10::optional<Device> device, c10::optional<bool> pin_memory, bool non_blocking,
+            bool copy, c10::optional<MemoryFormat> memory_format) const;
+  Tensor to(Device device, ScalarType dtype, bool non_blocking = false, bool copy = false,
+            c10::optional<MemoryFormat> memory_format = c10::nullopt) const;
+  Tensor to(ScalarType dtype, bool non_blocking = false, bool copy = false,
+            c10::optional<MemoryFormat> memory_format = c10::nullopt) const;
+  Tensor to(const Tensor &other, bool non_blocking = false, bool copy = false,
+            c10::optional<MemoryFormat> memory_format = c10::nullopt) const;
+  Tensor cpu() const;
+  Tensor cuda() const;
+  Tensor pin_memory(c10::optional<Device> device = c10::nullopt) const;
+  Tensor contiguous(MemoryFormat memory_format = MemoryFormat::Contiguous) const;
+  Tensor &copy_(const Tensor &src, bool non_blocking = false) const;
+  Tensor clone(c10::optional<MemoryFormat> memory_format = c10::nullopt) const;
+  Tensor detach() const;
+  Tensor &detach_() const;
+  Tensor &requires_grad_(bool requires_grad = true) const;
+
+  // Host reads.
+  template <typename T> T item() const;
+  Scalar item() const;
+  template <typename T> T *data_ptr() const;
+  void *data_ptr() const;
+  template <typename T, size_t N> TensorAccessor<T, N> accessor() const &;
+
+  // Autograd.
+  void backward(const Tensor &gradient = {}, c10::optional<bool> retain_graph = c10::nullopt,
+                bool create_graph = false) const;
+  Tensor grad() const;
+
+  // Factories that keep this tensor's device and dtype.
+  Tensor new_empty(IntArrayRef size, TensorOptions options = {}) const;
+  Tensor new_zeros(IntArrayRef size, TensorOptions options = {}) const;
+  Tensor new_ones(IntArrayRef size, TensorOptions options = {}) const;
+  Tensor new_full(IntArrayRef size, const Scalar &fill_value, TensorOptions options = {}) const;
+
+  // A few device-preserving operations.
+  Tensor sum() const;
+  Tensor mean() const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor view(IntArrayRef size) const;
+  Tensor reshape(IntArrayRef shape) const;
+  Tensor argmax(c10::optional<int64_t> dim = c10::nullopt, bool keepdim = false) const;
+  Tensor eq(const Tensor &other) const;
+  Tensor matmul(const Tensor &other) const;
+  Tensor add(const Tensor &other, const Scalar &alpha = 1) const;
+  Tensor &add_(const Tensor &other, const Scalar &alpha = 1) const;
+  Tensor &zero_() const;
+
+  Tensor &operator+=(const Tensor &other) const;
+  Tensor &operator+=(const Scalar &other) const;
+  Tensor &operator-=(const Tensor &other) const;
+  Tensor &operator*=(const Tensor &other) const;
+  Tensor &operator/=(const Tensor &other) const;
+  Tensor operator[](int64_t index) const;
+  Tensor operator-() const;
+};
+
+Tensor operator+(const Tensor &self, const Tensor &other);
+Tensor operator+(const Tensor &self, const Scalar &other);
+Tensor operator+(const Scalar &self, const Tensor &other);
+Tensor operator-(const Tensor &self, const Tensor &other);
+Tensor operator-(const Tensor &self, const Scalar &other);
+Tensor operator*(const Tensor &self, const Tensor &other);
+Tensor operator*(const Tensor &self, const Scalar &other);
+Tensor operator*(const Scalar &self, const Tensor &other);
+Tensor operator/(const Tensor &self, const Tensor &other);
+Tensor operator/(const Tensor &self, const Scalar &other);
+Tensor operator==(const Tensor &self, const Tensor &other);
+Tensor operator>(const Tensor &self, const Scalar &other);
+Tensor operator<(const Tensor &self, const Scalar &other);
+std::ostream &operator<<(std::ostream &out, const Tensor &t);
+} // namespace at

@@ -1,0 +1,3 @@
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules.h>

@@ -1,0 +1,13 @@
+#pragma once
+// Mock of <torch/torch.h>: what the real umbrella header brings in.
+#include <torch/cuda.h>
+#include <torch/data.h>
+#include <torch/nn.h>
+#include <torch/optim.h>
+#include <torch/types.h>
+
+namespace torch {
+void save(const Tensor &tensor, const std::string &path);
+template <typename M> void save(const M &module, const std::string &path);
+void manual_seed(uint64_t seed);
+} // namespace torch

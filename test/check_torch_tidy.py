@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Runs one torch-tidy check on a lit test file and verifies its output.
+
+Usage (from a RUN line):
+  %check_torch_tidy [-fix-mode=safe|unsafe|none] %s <check-name> %t \
+      [-- <clang-tidy args> [-- <compiler args>]]
+
+Lines `// CHECK-MESSAGES: ...` are matched with FileCheck against the
+diagnostics (with -implicit-check-not for stray warnings and errors);
+`// CHECK-FIXES: ...` against the fixed file. A file with neither expects
+no diagnostics at all. The CHECK comments are blanked in the copy that is
+analysed so that they cannot match themselves; line numbers are kept.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+
+def run(args, expect_success=True):
+    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.stdout.decode(errors="replace")
+    if expect_success and proc.returncode != 0:
+        print("command failed (%d): %s\n%s" % (proc.returncode, " ".join(args), out))
+        sys.exit(1)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clang-tidy", required=True)
+    parser.add_argument("--plugin", required=True)
+    parser.add_argument("--filecheck", required=True)
+    parser.add_argument("--inputs", required=True)
+    parser.add_argument("-std", default="c++17")
+    parser.add_argument("-check-suffix", default="")
+    parser.add_argument("-no-fix", action="store_true",
+                        help="report only; do not apply fix-its")
+    parser.add_argument("input_file")
+    parser.add_argument("check_name")
+    parser.add_argument("temp_file")
+    args, extra = parser.parse_known_args()
+
+    tidy_args, compiler_args = extra, []
+    if "--" in extra:
+        i = extra.index("--")
+        tidy_args, compiler_args = extra[:i], extra[i + 1:]
+    if tidy_args and tidy_args[0] == "--":
+        tidy_args = tidy_args[1:]
+    if not any(re.match(r"^--?config(-file)?=", a) for a in tidy_args):
+        tidy_args.append("--config={}")
+
+    with open(args.input_file, encoding="utf-8") as f:
+        text = f.read()
+    suffix = ("-" + args.check_suffix) if args.check_suffix else ""
+    msg_prefix, fix_prefix = "CHECK-MESSAGES" + suffix, "CHECK-FIXES" + suffix
+    has_messages = msg_prefix + ":" in text
+    has_fixes = fix_prefix + ":" in text
+
+    temp = args.temp_file + ".cpp"
+    os.makedirs(os.path.dirname(os.path.abspath(temp)), exist_ok=True)
+    cleaned = re.sub(r"// *CHECK-[A-Z0-9\-]*:[^\r\n]*", "//", text)
+    with open(temp, "w", encoding="utf-8") as f:
+        f.write(cleaned)
+
+    cmd = [args.clang_tidy, "--load=" + args.plugin, temp,
+           "--checks=-*," + args.check_name]
+    if not args.no_fix:
+        cmd.append("--fix")
+    cmd += tidy_args + ["--", "-std=" + args.std, "-isystem", args.inputs]
+    cmd += compiler_args
+    out = run(cmd, expect_success=False)
+    # clang-tidy's own summary lines are noise for FileCheck.
+    lines = [l for l in out.splitlines()
+             if not re.match(r"^\d+ (warning|error)s? generated\.$", l)
+             and not l.startswith("Suppressed ")
+             and not l.startswith("Use -header-filter")
+             and not l.startswith("clang-tidy applied")]
+    output = "\n".join(lines) + "\n"
+    print("------ clang-tidy output ------\n" + output)
+
+    if not has_messages and not has_fixes:
+        if re.search(r"(warning|error):", output):
+            sys.exit("no diagnostics were expected, but found the ones above")
+        return
+    if has_messages:
+        msg_file = temp + ".msg"
+        with open(msg_file, "w", encoding="utf-8") as f:
+            f.write(output)
+        run([args.filecheck, "-input-file=" + msg_file, args.input_file,
+             "-check-prefix=" + msg_prefix,
+             "-implicit-check-not={{warning|error}}:"])
+    if has_fixes:
+        run([args.filecheck, "-input-file=" + temp, args.input_file,
+             "-check-prefix=" + fix_prefix, "--strict-whitespace"])
+
+
+if __name__ == "__main__":
+    main()

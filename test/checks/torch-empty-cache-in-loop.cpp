@@ -1,0 +1,96 @@
+// RUN: %check_torch_tidy %s torch-empty-cache-in-loop %t
+
+#include <torch/torch.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+
+namespace alloc = c10::cuda::CUDACachingAllocator;
+
+void train_step();
+
+void for_loop() {
+  for (int i = 0; i < 10; ++i) {
+    train_step();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'emptyCache()' inside a loop synchronises the device and returns cached blocks with cudaFree every iteration; the next iteration must cudaMalloc them again and the peak memory stays the same [torch-empty-cache-in-loop]
+    // CHECK-MESSAGES: :[[@LINE-4]]:3: note: the loop that repeats the call
+  }
+}
+
+void range_for(std::vector<torch::Tensor> &batches) {
+  for (auto &batch : batches) {
+    (void)batch;
+    alloc::emptyCache();
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'emptyCache()' inside a loop
+  }
+}
+
+void while_loop(int steps) {
+  while (steps-- > 0)
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'emptyCache()' inside a loop
+}
+
+void do_loop(int steps) {
+  do {
+    using c10::cuda::CUDACachingAllocator::emptyCache;
+    emptyCache();
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'emptyCache()' inside a loop
+  } while (--steps > 0);
+}
+
+void through_lambda(int steps) {
+  for (int i = 0; i < steps; ++i) {
+    auto cleanup = [] { c10::cuda::CUDACachingAllocator::emptyCache(); };
+    // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: 'emptyCache()' inside a loop
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: the loop that repeats the call
+    // CHECK-MESSAGES: :[[@LINE-3]]:20: note: called through this lambda, defined inside the loop
+    cleanup();
+  }
+}
+
+void nested(int epochs, int steps) {
+  for (int e = 0; e < epochs; ++e) {
+    for (int s = 0; s < steps; ++s)
+      train_step();
+    if (e % 2 == 0)
+      alloc::emptyCache();
+    // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: 'emptyCache()' inside a loop
+  }
+}
+
+// Negatives.
+
+void once_after_training(int steps) {
+  for (int i = 0; i < steps; ++i)
+    train_step();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
+void lambda_outside_loop(int steps) {
+  auto cleanup = [] { c10::cuda::CUDACachingAllocator::emptyCache(); };
+  for (int i = 0; i < steps; ++i)
+    train_step();
+  cleanup();
+}
+
+void local_class_in_loop(int steps) {
+  for (int i = 0; i < steps; ++i) {
+    struct Cleaner {
+      ~Cleaner() { c10::cuda::CUDACachingAllocator::emptyCache(); }
+    };
+  }
+}
+
+namespace other {
+void emptyCache();
+}
+
+void unrelated_function_of_same_name(int steps) {
+  for (int i = 0; i < steps; ++i)
+    other::emptyCache();
+}
+
+void suppressed(int steps) {
+  for (int i = 0; i < steps; ++i)
+    c10::cuda::CUDACachingAllocator::emptyCache(); // NOLINT(torch-empty-cache-in-loop)
+}

@@ -1,0 +1,54 @@
+# -*- Python -*-
+import os
+import shutil
+
+import lit.formats
+
+config.name = "torch-tidy"
+config.test_format = lit.formats.ShTest(True)
+config.suffixes = [".cpp", ".test"]
+config.excludes = ["Inputs", "shim", "unit", "fuzz", "lit.cfg.py", "fixtures"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.torch_tidy_obj_root, "test")
+
+llvm_bin = config.llvm_tools_dir
+config.environment["PATH"] = os.pathsep.join(
+    [os.path.join(config.torch_tidy_obj_root, "bin"), llvm_bin,
+     config.environment.get("PATH", "")])
+# Keep colour and terminal-only output out of the tests.
+config.environment["TERM"] = "dumb"
+
+plugin = os.path.join(config.torch_tidy_obj_root, "lib", "libTorchTidy.so")
+inputs = os.path.join(config.test_source_root, "Inputs")
+check = ("python3 %s --clang-tidy=%s --plugin=%s --filecheck=%s --inputs=%s" % (
+    os.path.join(config.test_source_root, "check_torch_tidy.py"),
+    config.clang_tidy, plugin, os.path.join(llvm_bin, "FileCheck"), inputs))
+
+config.substitutions.append(("%check_torch_tidy", check))
+config.substitutions.append(("%clang_tidy_plugin",
+                             "%s --load=%s" % (config.clang_tidy, plugin)))
+config.substitutions.append(("%torch_tidy_plugin_path", plugin))
+config.substitutions.append(("%torch_tidy",
+                             os.path.join(config.torch_tidy_obj_root, "bin", "torch-tidy")))
+config.substitutions.append(("%clang_tidy", config.clang_tidy))
+config.substitutions.append(("%clangxx", config.clangxx))
+config.substitutions.append(("%inputs", inputs))
+config.substitutions.append(("%repo", config.torch_tidy_src_root))
+# Flags for the real Debian libtorch-dev headers, plus the generated-file shim.
+config.substitutions.append(("%libtorch_flags",
+    "-std=c++17 -isystem /usr/include/torch/csrc/api/include -isystem %s -isystem /usr/local/cuda/include"
+    % os.path.join(config.test_source_root, "shim")))
+
+if os.path.exists("/usr/include/torch/csrc/api/include/torch/torch.h"):
+    config.available_features.add("libtorch")
+if os.path.exists("/usr/local/cuda/include/cuda_runtime_api.h"):
+    config.available_features.add("cuda-headers")
+multitool = os.path.join(config.torch_tidy_obj_root, "node_modules", "@microsoft",
+                         "sarif-multitool-linux", "Sarif.Multitool")
+if os.path.exists(multitool):
+    config.available_features.add("sarif-multitool")
+    config.substitutions.append(("%sarif_multitool", multitool))
+if shutil.which("pre-commit"):
+    config.available_features.add("pre-commit")
+if os.getuid() == 0:
+    config.available_features.add("root")
