@@ -5,7 +5,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CudaUnguardedCheck.h"
+#include "DeviceIndexUncheckedCheck.h"
+#include "DeviceMismatchCheck.h"
 #include "EmptyCacheInLoopCheck.h"
+#include "EmptyCacheOomRetryCheck.h"
+#include "NonBlockingD2HRaceCheck.h"
+#include "NonBlockingPageableCheck.h"
+#include "HostSyncInLoopCheck.h"
+#include "TensorToDiscardedCheck.h"
 #include "clang-tidy/ClangTidyModule.h"
 #include "clang-tidy/ClangTidyModuleRegistry.h"
 
@@ -14,7 +22,19 @@ namespace clang::tidy::torch {
 class TorchModule : public ClangTidyModule {
 public:
   void addCheckFactories(ClangTidyCheckFactories &Factories) override {
+    Factories.registerCheck<CudaUnguardedCheck>("torch-cuda-unguarded");
+    Factories.registerCheck<DeviceMismatchCheck>("torch-device-mismatch");
+    Factories.registerCheck<DeviceIndexUncheckedCheck>(
+        "torch-device-index-unchecked");
     Factories.registerCheck<EmptyCacheInLoopCheck>("torch-empty-cache-in-loop");
+    Factories.registerCheck<EmptyCacheOomRetryCheck>(
+        "torch-empty-cache-oom-retry");
+    Factories.registerCheck<HostSyncInLoopCheck>("torch-host-sync-in-loop");
+    Factories.registerCheck<NonBlockingD2HRaceCheck>(
+        "torch-non-blocking-d2h-race");
+    Factories.registerCheck<NonBlockingPageableCheck>(
+        "torch-non-blocking-pageable");
+    Factories.registerCheck<TensorToDiscardedCheck>("torch-tensor-to-discarded");
   }
 };
 

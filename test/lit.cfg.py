@@ -52,3 +52,18 @@ if shutil.which("pre-commit"):
     config.available_features.add("pre-commit")
 if os.getuid() == 0:
     config.available_features.add("root")
+
+# `check-<name>` for every check the driver registers, so that a driver test
+# of a check (e.g. its fix-it) runs as soon as the check lands.
+torch_tidy_bin = os.path.join(config.torch_tidy_obj_root, "bin", "torch-tidy")
+if os.path.exists(torch_tidy_bin):
+    import subprocess
+    try:
+        listed = subprocess.run(
+            [torch_tidy_bin, "--list-checks", "--checks=-*,torch-*"],
+            capture_output=True, text=True, timeout=120).stdout
+        for line in listed.splitlines()[1:]:
+            if line.strip():
+                config.available_features.add("check-" + line.split()[0])
+    except (OSError, subprocess.SubprocessError):
+        pass

@@ -19,6 +19,26 @@ llvm::ArrayRef<llvm::StringRef> emptyCacheFunctionNames() {
   return Names;
 }
 
+llvm::ArrayRef<llvm::StringRef> tensorConversionMethodNames() {
+  // `type()` is not here: it returns the tensor's type properties, not a copy.
+  static const llvm::StringRef Names[] = {
+      "to",         "cuda",   "cpu",   "hip",    "pin_memory",
+      "contiguous", "detach", "clone", "toType", "toBackend",
+  };
+  return Names;
+}
+
+llvm::ArrayRef<llvm::StringRef> deviceCountFunctionNames() {
+  static const llvm::StringRef Names[] = {
+      "::torch::cuda::device_count",
+      "::c10::cuda::device_count",
+      "::c10::cuda::device_count_ensure_non_zero",
+      "::at::cuda::getNumGPUs",
+      "::at::getNumGPUs",
+  };
+  return Names;
+}
+
 static bool hasQualifiedRecordName(QualType T, llvm::StringRef Name) {
   T = T.getNonReferenceType().getCanonicalType();
   const auto *RD = T->getAsCXXRecordDecl();
@@ -52,6 +72,29 @@ bool isRepeatedPartOfLoop(const Stmt &Loop, const Stmt &Child) {
   if (const auto *Do = dyn_cast<DoStmt>(&Loop))
     return &Child == Do->getBody() || &Child == Do->getCond();
   return false;
+}
+
+bool isRunAsStatement(const Stmt &Parent, const Stmt &Child, ASTContext &Ctx) {
+  if (const auto *Compound = dyn_cast<CompoundStmt>(&Parent)) {
+    // The last statement of a GNU statement expression is its value.
+    DynTypedNodeList Grand = Ctx.getParents(*Compound);
+    return Grand.empty() || !Grand[0].get<StmtExpr>() ||
+           Compound->body_back() != &Child;
+  }
+  if (const auto *If = dyn_cast<IfStmt>(&Parent))
+    return &Child == If->getThen() || &Child == If->getElse();
+  if (const auto *For = dyn_cast<ForStmt>(&Parent))
+    return &Child == For->getBody() || &Child == For->getInit() ||
+           &Child == For->getInc();
+  if (const auto *While = dyn_cast<WhileStmt>(&Parent))
+    return &Child == While->getBody();
+  if (const auto *Do = dyn_cast<DoStmt>(&Parent))
+    return &Child == Do->getBody();
+  if (const auto *RangeFor = dyn_cast<CXXForRangeStmt>(&Parent))
+    return &Child == RangeFor->getBody();
+  if (const auto *Case = dyn_cast<SwitchCase>(&Parent))
+    return &Child == Case->getSubStmt();
+  return isa<LabelStmt, AttributedStmt>(&Parent);
 }
 
 EnclosingLoop findEnclosingLoop(const Stmt &S, ASTContext &Ctx,

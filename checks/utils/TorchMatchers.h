@@ -21,6 +21,14 @@ namespace clang::tidy::torch {
 /// allocator's free blocks to the driver.
 llvm::ArrayRef<llvm::StringRef> emptyCacheFunctionNames();
 
+/// Plain names of the `at::Tensor` methods that return a converted copy and
+/// leave the tensor itself untouched (`to`, `cuda`, `pin_memory`, ...).
+llvm::ArrayRef<llvm::StringRef> tensorConversionMethodNames();
+
+/// Fully qualified names of the functions that return the number of CUDA
+/// devices the process sees.
+llvm::ArrayRef<llvm::StringRef> deviceCountFunctionNames();
+
 /// `at::Tensor` (spelt `torch::Tensor` by most users), after typedefs.
 bool isTensorType(QualType T);
 /// `c10::Device`.
@@ -50,6 +58,11 @@ EnclosingLoop findEnclosingLoop(const Stmt &S, ASTContext &Ctx,
 /// True when \p Child is part of the per-iteration work of \p Loop: its body,
 /// its condition or its increment, but not its init or range expression.
 bool isRepeatedPartOfLoop(const Stmt &Loop, const Stmt &Child);
+
+/// True when \p Child, a direct child of \p Parent, runs as a statement of
+/// its own (a block item, an if branch, a loop body or init/increment, a
+/// case or label body), so that its value, if any, goes nowhere.
+bool isRunAsStatement(const Stmt &Parent, const Stmt &Child, ASTContext &Ctx);
 
 } // namespace clang::tidy::torch
 

@@ -52,6 +52,8 @@ public:
             c10::optional<MemoryFormat> memory_format = c10::nullopt) const;
   Tensor cpu() const;
   Tensor cuda() const;
+  Tensor hip() const;
+  Tensor toType(ScalarType t) const;
   Tensor pin_memory(c10::optional<Device> device = c10::nullopt) const;
   Tensor contiguous(MemoryFormat memory_format = MemoryFormat::Contiguous) const;
   Tensor &copy_(const Tensor &src, bool non_blocking = false) const;

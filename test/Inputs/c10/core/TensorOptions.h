@@ -34,5 +34,8 @@ private:
 };
 inline TensorOptions device(Device device) { return TensorOptions().device(device); }
 inline TensorOptions dtype(ScalarType dtype) { return TensorOptions().dtype(dtype); }
+inline TensorOptions device_index(int16_t device_index) {
+  return TensorOptions().device_index(static_cast<DeviceIndex>(device_index));
+}
 inline TensorOptions requires_grad(bool requires_grad = true) { return TensorOptions().requires_grad(requires_grad); }
 } // namespace c10

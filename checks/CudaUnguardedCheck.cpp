@@ -1,0 +1,63 @@
+//===--- CudaUnguardedCheck.cpp - torch-tidy ------------------------------===//
+
+#include "CudaUnguardedCheck.h"
+#include "clang-tidy/utils/OptionsUtils.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/ASTMatchers/ASTMatchFinder.h"
+
+using namespace clang::ast_matchers;
+
+namespace clang::tidy::torch {
+
+CudaUnguardedCheck::CudaUnguardedCheck(StringRef Name,
+                                       ClangTidyContext *Context)
+    : ClangTidyCheck(Name, Context),
+      GuardFunctions(Options.get("GuardFunctions", "")),
+      DeviceSelectorFunctions(Options.get("DeviceSelectorFunctions", "")) {
+  // Names are compared with NamedDecl::getQualifiedNameAsString(), which
+  // has no leading "::".
+  auto Parse = [](StringRef List, std::vector<std::string> &Out) {
+    for (StringRef F : utils::options::parseStringList(List)) {
+      F = F.trim();
+      F.consume_front("::");
+      if (!F.empty())
+        Out.push_back(F.str());
+    }
+  };
+  Parse(GuardFunctions, GuardOptions.GuardFunctions);
+  Parse(DeviceSelectorFunctions, GuardOptions.DeviceSelectorFunctions);
+}
+
+void CudaUnguardedCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
+  Options.store(Opts, "GuardFunctions", GuardFunctions);
+  Options.store(Opts, "DeviceSelectorFunctions", DeviceSelectorFunctions);
+}
+
+void CudaUnguardedCheck::registerMatchers(MatchFinder *Finder) {
+  // The analysis walks the TU's user code itself, once, and keeps the
+  // parents it needs per function; a node matcher here would run on every
+  // node of LibTorch's headers and the TU-wide parent map would cost more
+  // than the whole analysis.
+  Finder->addMatcher(translationUnitDecl().bind("tu"), this);
+}
+
+void CudaUnguardedCheck::check(const MatchFinder::MatchResult &Result) {
+  ASTContext &Ctx = *Result.Context;
+  CudaAvailabilityGuard Guard(Ctx, GuardOptions);
+  const SourceManager &SM = Ctx.getSourceManager();
+  for (const CudaAvailabilityGuard::Finding &F :
+       Guard.findUnguardedSelections()) {
+    diag(F.Loc, "CUDA device selected without checking "
+                "torch::cuda::is_available(); this crashes on a machine "
+                "without a working CUDA");
+    if (F.NonDominatingGuard)
+      diag(SM.getExpansionLoc(F.NonDominatingGuard->getBeginLoc()),
+           "an availability check here does not protect this use",
+           DiagnosticIDs::Note);
+    if (F.UnguardedCallSite)
+      diag(SM.getExpansionLoc(F.UnguardedCallSite->getBeginLoc()),
+           "reached from here without a check", DiagnosticIDs::Note);
+  }
+}
+
+} // namespace clang::tidy::torch

@@ -1,0 +1,161 @@
+//===--- TensorFlowAnalysis.cpp - torch-tidy ------------------------------===//
+
+#include "TensorFlowAnalysis.h"
+#include "clang/AST/ExprCXX.h"
+#include "llvm/ADT/PostOrderIterator.h"
+#include <set>
+
+using namespace clang::ast_matchers;
+
+namespace clang::tidy::torch {
+
+std::unique_ptr<TensorFlowAnalysis>
+TensorFlowAnalysis::run(const Decl &Function, const Stmt &Body,
+                        ASTContext &Ctx, const TorchApiOptions &Opts,
+                        unsigned VisitsPerBlock) {
+  CFG::BuildOptions Options;
+  Options.AddImplicitDtors = false;
+  Options.AddTemporaryDtors = false;
+  Options.AddCXXDefaultInitExprInCtors = true;
+  std::unique_ptr<CFG> Graph = CFG::buildCFG(
+      &Function, const_cast<Stmt *>(&Body), &Ctx, Options);
+  if (!Graph)
+    return nullptr;
+  std::unique_ptr<TensorFlowAnalysis> Analysis(new TensorFlowAnalysis(
+      Function, Body, Ctx, Opts, std::move(Graph)));
+  Analysis->solve(VisitsPerBlock);
+  return Analysis;
+}
+
+TensorFlowAnalysis::TensorFlowAnalysis(const Decl &Function, const Stmt &Body,
+                                       ASTContext &Ctx,
+                                       const TorchApiOptions &Opts,
+                                       std::unique_ptr<CFG> G)
+    : Function(Function), Model(Function, Body, Ctx, Opts),
+      Graph(std::move(G)) {
+  for (const CFGBlock *Block : *Graph)
+    for (const CFGElement &E : *Block)
+      if (auto S = E.getAs<CFGStmt>())
+        Elements.insert(S->getStmt());
+  BlockEntry.resize(Graph->getNumBlockIDs());
+  for (const CFGBlock *Block :
+       llvm::ReversePostOrderTraversal<const CFG *>(Graph.get()))
+    ReversePostOrder.push_back(Block);
+}
+
+void TensorFlowAnalysis::walk(const Stmt *S, bool IsElement,
+                              TensorState &State,
+                              std::optional<Observer> Visit) const {
+  if (!S)
+    return;
+  // A sub-statement that is a CFG element of its own runs in its block.
+  if (!IsElement && Elements.contains(S))
+    return;
+  // Lambda bodies are analysed as functions of their own.
+  if (!isa<LambdaExpr>(S))
+    for (const Stmt *Child : S->children())
+      walk(Child, /*IsElement=*/false, State, Visit);
+  if (Visit)
+    (*Visit)(*S, State);
+  Model.transfer(*S, State);
+}
+
+void TensorFlowAnalysis::runBlock(const CFGBlock &Block, TensorState &State,
+                                  std::optional<Observer> Visit) const {
+  for (const CFGElement &E : Block)
+    if (auto S = E.getAs<CFGStmt>())
+      walk(S->getStmt(), /*IsElement=*/true, State, Visit);
+}
+
+/// The condition whose value picks between a block's two successors.
+static const Expr *branchCondition(const CFGBlock &Block) {
+  if (Block.succ_size() != 2)
+    return nullptr;
+  return dyn_cast_or_null<Expr>(Block.getTerminatorCondition());
+}
+
+void TensorFlowAnalysis::solve(unsigned VisitsPerBlock) {
+  std::vector<unsigned> Order(Graph->getNumBlockIDs(), 0);
+  for (unsigned I = 0; I < ReversePostOrder.size(); ++I)
+    Order[ReversePostOrder[I]->getBlockID()] = I;
+  // Pending blocks, by reverse post-order position.
+  std::set<unsigned> Worklist;
+  const CFGBlock &Entry = Graph->getEntry();
+  BlockEntry[Entry.getBlockID()] = TensorState();
+  Worklist.insert(Order[Entry.getBlockID()]);
+
+  size_t Budget = static_cast<size_t>(VisitsPerBlock) * ReversePostOrder.size();
+  while (!Worklist.empty()) {
+    if (Budget-- == 0)
+      return; // Converged stays false.
+    const CFGBlock *Block = ReversePostOrder[*Worklist.begin()];
+    Worklist.erase(Worklist.begin());
+    TensorState State = *BlockEntry[Block->getBlockID()];
+    runBlock(*Block, State, std::nullopt);
+
+    const Expr *Cond = branchCondition(*Block);
+    unsigned SuccIndex = 0;
+    for (const CFGBlock::AdjacentBlock &Succ : Block->succs()) {
+      unsigned Index = SuccIndex++;
+      if (!Succ.isReachable())
+        continue;
+      const CFGBlock *Next = Succ.getReachableBlock();
+      TensorState Out = State;
+      if (Cond)
+        Model.refineOnBranch(Cond, /*Taken=*/Index == 0, Out);
+      std::optional<TensorState> &In = BlockEntry[Next->getBlockID()];
+      bool Changed = !In.has_value();
+      if (!In)
+        In = std::move(Out);
+      else
+        Changed = In->joinWith(Out);
+      if (Changed)
+        Worklist.insert(Order[Next->getBlockID()]);
+    }
+  }
+  Converged = true;
+}
+
+void TensorFlowAnalysis::replay(Observer Visit) const {
+  for (const CFGBlock *Block : ReversePostOrder) {
+    const std::optional<TensorState> &In = BlockEntry[Block->getBlockID()];
+    if (!In)
+      continue;
+    TensorState State = *In;
+    runBlock(*Block, State, Visit);
+  }
+}
+
+void registerAnalyzedBodyMatchers(MatchFinder &Finder,
+                                  MatchFinder::MatchCallback &CB) {
+  Finder.addMatcher(
+      functionDecl(isDefinition(), hasBody(stmt()),
+                   unless(isExpansionInSystemHeader()),
+                   unless(isInstantiated()))
+          .bind("torch-analyzed-function"),
+      &CB);
+  Finder.addMatcher(lambdaExpr(unless(isExpansionInSystemHeader()),
+                               unless(isInTemplateInstantiation()))
+                        .bind("torch-analyzed-lambda"),
+                    &CB);
+}
+
+std::optional<AnalyzedBody>
+getAnalyzedBody(const MatchFinder::MatchResult &Result) {
+  if (const auto *FD =
+          Result.Nodes.getNodeAs<FunctionDecl>("torch-analyzed-function")) {
+    if (FD->isDependentContext() ||
+        (isa<CXXMethodDecl>(FD) && cast<CXXMethodDecl>(FD)->getParent()->isLambda()))
+      return std::nullopt;
+    return AnalyzedBody{FD, FD->getBody()};
+  }
+  if (const auto *L = Result.Nodes.getNodeAs<LambdaExpr>("torch-analyzed-lambda")) {
+    const CXXMethodDecl *Op = L->getCallOperator();
+    if (!Op || Op->isDependentContext() || !L->getBody())
+      return std::nullopt;
+    return AnalyzedBody{Op, L->getBody()};
+  }
+  return std::nullopt;
+}
+
+} // namespace clang::tidy::torch

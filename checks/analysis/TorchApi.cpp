@@ -1,0 +1,289 @@
+//===--- TorchApi.cpp - torch-tidy ----------------------------------------===//
+
+#include "TorchApi.h"
+#include "utils/TorchMatchers.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/DeclTemplate.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace clang::tidy::torch {
+
+/// The outermost namespace around \p D ("torch", "at", "c10", ...).
+static llvm::StringRef topNamespace(const Decl &D) {
+  llvm::StringRef Top;
+  for (const DeclContext *DC = D.getDeclContext(); DC; DC = DC->getParent())
+    if (const auto *NS = dyn_cast<NamespaceDecl>(DC))
+      if (NS->getIdentifier())
+        Top = NS->getName();
+  return Top;
+}
+
+static bool isTorchNamespaceDecl(const Decl &D) {
+  llvm::StringRef Top = topNamespace(D);
+  return Top == "torch" || Top == "at" || Top == "c10";
+}
+
+static bool nameIn(const NamedDecl &D, llvm::ArrayRef<std::string> Names) {
+  if (Names.empty())
+    return false;
+  std::string Qualified = "::" + D.getQualifiedNameAsString();
+  for (const std::string &N : Names)
+    if (N == Qualified || N == Qualified.substr(2))
+      return true;
+  return false;
+}
+
+bool isTensorFactory(const FunctionDecl &FD, const TorchApiOptions &Opts) {
+  static const llvm::StringSet<> Names = {
+      "tensor",   "randn", "rand",     "zeros",      "ones",   "empty",
+      "full",     "arange", "eye",     "linspace",   "logspace", "randint",
+      "randperm", "from_blob", "scalar_tensor", "empty_strided", "normal"};
+  if (FD.getIdentifier() && Names.contains(FD.getName()) &&
+      isTorchNamespaceDecl(FD) && !isa<CXXMethodDecl>(FD))
+    return true;
+  return nameIn(FD, Opts.ExtraFactories);
+}
+
+bool isLikeFactory(const FunctionDecl &FD) {
+  return FD.getIdentifier() && FD.getName().ends_with("_like") &&
+         isTorchNamespaceDecl(FD) && !isa<CXXMethodDecl>(FD);
+}
+
+bool isScalarFactoryCall(const CallExpr &Call) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || !FD->getIdentifier() || !isTorchNamespaceDecl(*FD))
+    return false;
+  if (FD->getName() == "scalar_tensor")
+    return true;
+  if (FD->getName() != "tensor" || Call.getNumArgs() == 0)
+    return false;
+  // torch::tensor(3.0) is 0-dim; torch::tensor({1, 2}) is not.
+  const Expr *Data = stripConversions(Call.getArg(0));
+  return !isa<InitListExpr, CXXStdInitializerListExpr>(Data);
+}
+
+bool isLossFunction(const FunctionDecl &FD) {
+  if (!FD.getIdentifier() || !isTorchNamespaceDecl(FD))
+    return false;
+  llvm::StringRef N = FD.getName();
+  return N.ends_with("_loss") || N == "cross_entropy" ||
+         N == "binary_cross_entropy" ||
+         N == "binary_cross_entropy_with_logits" || N == "kl_div";
+}
+
+bool isMultiTensorFunction(const FunctionDecl &FD) {
+  static const llvm::StringSet<> Names = {
+      "cat",  "concat", "stack", "hstack", "vstack", "matmul", "mm",
+      "bmm",  "addmm",  "where", "dot",    "mv",     "einsum", "add",
+      "sub",  "mul",    "div",   "linear", "conv2d", "conv1d", "conv3d"};
+  if (isa<CXXMethodDecl>(FD) || !FD.getIdentifier() ||
+      !isTorchNamespaceDecl(FD))
+    return false;
+  return Names.contains(FD.getName()) || isLossFunction(FD);
+}
+
+bool isSynchronizeCall(const CallExpr &Call, const TorchApiOptions &Opts) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || !FD->getIdentifier())
+    return false;
+  llvm::StringRef N = FD->getName();
+  if (const auto *MD = dyn_cast<CXXMethodDecl>(FD))
+    // CUDAStream, CUDAEvent, c10::Stream, c10::Event; a project's own
+    // methods only through ExtraSyncFunctions.
+    return (N == "synchronize" && isTorchNamespaceDecl(*MD->getParent())) ||
+           nameIn(*FD, Opts.ExtraSyncFunctions);
+  if (N == "cudaDeviceSynchronize" || N == "cudaStreamSynchronize" ||
+      N == "cudaEventSynchronize" || N == "cuCtxSynchronize" ||
+      N == "cuStreamSynchronize")
+    return true;
+  if ((N == "synchronize" || N == "device_synchronize" ||
+       N == "stream_synchronize") &&
+      isTorchNamespaceDecl(*FD))
+    return true;
+  return nameIn(*FD, Opts.ExtraSyncFunctions);
+}
+
+bool isPinnedAllocator(const FunctionDecl &FD, const TorchApiOptions &Opts) {
+  return nameIn(FD, Opts.ExtraPinnedAllocators);
+}
+
+const Expr *memberCallObject(const CallExpr &Call) {
+  if (const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call))
+    return MC->getImplicitObjectArgument()
+               ? MC->getImplicitObjectArgument()->IgnoreParenImpCasts()
+               : nullptr;
+  return nullptr;
+}
+
+llvm::StringRef tensorMethodName(const CallExpr &Call) {
+  const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call);
+  if (!MC)
+    return "";
+  const CXXMethodDecl *MD = MC->getMethodDecl();
+  if (!MD || !MD->getIdentifier() ||
+      MD->getParent()->getQualifiedNameAsString() != "at::Tensor")
+    return "";
+  return MD->getName();
+}
+
+static bool derivesFromModule(const CXXRecordDecl *RD) {
+  if (!RD || !RD->hasDefinition())
+    return false;
+  if (RD->getQualifiedNameAsString() == "torch::nn::Module")
+    return true;
+  for (const CXXBaseSpecifier &Base : RD->bases())
+    if (derivesFromModule(Base.getType()->getAsCXXRecordDecl()))
+      return true;
+  return false;
+}
+
+/// The class template a record instantiates, or the record's own name.
+static std::string templateOrRecordName(const CXXRecordDecl *RD) {
+  if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD))
+    return Spec->getSpecializedTemplate()->getQualifiedNameAsString();
+  return RD->getQualifiedNameAsString();
+}
+
+static bool isModuleHolderRecord(const CXXRecordDecl *RD) {
+  if (!RD || !RD->hasDefinition())
+    return false;
+  if (templateOrRecordName(RD) == "torch::nn::ModuleHolder")
+    return true;
+  for (const CXXBaseSpecifier &Base : RD->bases())
+    if (isModuleHolderRecord(Base.getType()->getAsCXXRecordDecl()))
+      return true;
+  return false;
+}
+
+bool isModuleHandleType(QualType T) {
+  T = T.getNonReferenceType().getCanonicalType();
+  if (T->isPointerType())
+    T = T->getPointeeType();
+  const auto *RD = T->getAsCXXRecordDecl();
+  if (!RD)
+    return false;
+  if (derivesFromModule(RD) || isModuleHolderRecord(RD))
+    return true;
+  if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD))
+    if (templateOrRecordName(RD) == "std::shared_ptr" &&
+        Spec->getTemplateArgs().size() >= 1 &&
+        Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
+      return derivesFromModule(
+          Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl());
+  return false;
+}
+
+bool isDataExampleType(QualType T) {
+  const auto *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
+  return RD && templateOrRecordName(RD) == "torch::data::Example";
+}
+
+bool isNoGradGuardType(QualType T) {
+  const auto *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!RD)
+    return false;
+  std::string N = RD->getQualifiedNameAsString();
+  return N == "c10::NoGradGuard" || N == "c10::InferenceMode" ||
+         N == "at::NoGradGuard" || N == "c10::AutoGradMode" ||
+         N == "at::AutoGradMode";
+}
+
+const Expr *stripConversions(const Expr *E) {
+  while (E) {
+    const Expr *Prev = E;
+    E = E->IgnoreParenImpCasts();
+    if (const auto *EWC = dyn_cast<ExprWithCleanups>(E))
+      E = EWC->getSubExpr();
+    else if (const auto *MTE = dyn_cast<MaterializeTemporaryExpr>(E))
+      E = MTE->getSubExpr();
+    else if (const auto *BTE = dyn_cast<CXXBindTemporaryExpr>(E))
+      E = BTE->getSubExpr();
+    else if (const auto *FC = dyn_cast<CXXFunctionalCastExpr>(E))
+      E = FC->getSubExpr();
+    else if (const auto *CE = dyn_cast<CXXConstructExpr>(E)) {
+      // A converting or copying constructor of one real argument.
+      unsigned Real = 0;
+      const Expr *Only = nullptr;
+      for (const Expr *Arg : CE->arguments())
+        if (!isa<CXXDefaultArgExpr>(Arg)) {
+          ++Real;
+          Only = Arg;
+        }
+      if (Real == 1 && !isa<CXXTemporaryObjectExpr>(CE))
+        E = Only;
+    }
+    if (E == Prev)
+      return E;
+  }
+  return E;
+}
+
+const Expr *argumentForParameter(const CallExpr &Call, llvm::StringRef Name) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD)
+    return nullptr;
+  unsigned Offset = isa<CXXOperatorCallExpr>(Call) && isa<CXXMethodDecl>(FD);
+  for (unsigned I = 0; I < FD->getNumParams(); ++I) {
+    const ParmVarDecl *P = FD->getParamDecl(I);
+    if (!P->getIdentifier() || P->getName() != Name)
+      continue;
+    if (I + Offset >= Call.getNumArgs())
+      return nullptr;
+    const Expr *Arg = Call.getArg(I + Offset);
+    return isa<CXXDefaultArgExpr>(Arg) ? nullptr : Arg;
+  }
+  return nullptr;
+}
+
+/// `holder->` and `ptr->` are overloaded operator-> calls; returns the holder.
+static const Expr *throughArrow(const Expr *Object) {
+  Object = Object->IgnoreParenImpCasts();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Object))
+    if (Op->getOperator() == OO_Arrow || Op->getOperator() == OO_Star)
+      return Op->getArg(0)->IgnoreParenImpCasts();
+  if (const auto *UO = dyn_cast<UnaryOperator>(Object))
+    if (UO->getOpcode() == UO_Deref)
+      return UO->getSubExpr()->IgnoreParenImpCasts();
+  return Object;
+}
+
+static const Expr *moduleMethodReceiver(const CallExpr &Call,
+                                        llvm::StringRef Method) {
+  const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call);
+  if (!MC)
+    return nullptr;
+  const CXXMethodDecl *MD = MC->getMethodDecl();
+  if (!MD || !MD->getIdentifier() || MD->getName() != Method ||
+      !derivesFromModule(MD->getParent()))
+    return nullptr;
+  const Expr *Object = MC->getImplicitObjectArgument();
+  if (!Object || isa<CXXThisExpr>(Object->IgnoreParenImpCasts()))
+    return nullptr;
+  return throughArrow(Object);
+}
+
+const Expr *moduleToReceiver(const CallExpr &Call) {
+  return moduleMethodReceiver(Call, "to");
+}
+
+bool matchModuleCall(const Expr &E, ModuleCall &Out) {
+  const auto *Call = dyn_cast<CallExpr>(&E);
+  if (!Call)
+    return false;
+  if (const Expr *Receiver = moduleMethodReceiver(*Call, "forward")) {
+    Out.Module = Receiver;
+    Out.Inputs.assign(Call->arg_begin(), Call->arg_end());
+    return true;
+  }
+  const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call);
+  if (!Op || Op->getOperator() != OO_Call || Op->getNumArgs() == 0)
+    return false;
+  const Expr *Holder = Op->getArg(0)->IgnoreParenImpCasts();
+  if (!isModuleHolderRecord(Holder->getType()->getAsCXXRecordDecl()))
+    return false;
+  Out.Module = Holder;
+  Out.Inputs.assign(Op->arg_begin() + 1, Op->arg_end());
+  return true;
+}
+
+} // namespace clang::tidy::torch

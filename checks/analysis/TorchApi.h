@@ -1,0 +1,85 @@
+//===--- TorchApi.h - torch-tidy --------------------------------*- C++ -*-===//
+//
+// Recognises the LibTorch calls that the flow analysis models: factories,
+// conversions, module calls, host reads and synchronisations.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_ANALYSIS_TORCHAPI_H
+#define TORCH_TIDY_ANALYSIS_TORCHAPI_H
+
+#include "clang/AST/Expr.h"
+#include "clang/AST/ExprCXX.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include <string>
+#include <vector>
+
+namespace clang::tidy::torch {
+
+/// Project-specific additions, from each check's CheckOptions.
+struct TorchApiOptions {
+  /// Fully qualified functions that synchronise the device.
+  std::vector<std::string> ExtraSyncFunctions;
+  /// Fully qualified factories whose last TensorOptions/Device argument
+  /// places the result, like torch::randn.
+  std::vector<std::string> ExtraFactories;
+  /// Fully qualified functions that return pinned host tensors.
+  std::vector<std::string> ExtraPinnedAllocators;
+};
+
+/// `torch::` / `at::` factories that make a new tensor on the device of
+/// their options (CPU without one).
+bool isTensorFactory(const FunctionDecl &FD, const TorchApiOptions &Opts);
+/// `*_like` factories, which keep their first argument's device.
+bool isLikeFactory(const FunctionDecl &FD);
+/// `torch::tensor(scalar)` and `torch::scalar_tensor`: 0-dim results.
+bool isScalarFactoryCall(const CallExpr &Call);
+/// Multi-tensor functions whose tensor arguments must share a device:
+/// cat, stack, matmul, mm, bmm, losses, where, ...
+bool isMultiTensorFunction(const FunctionDecl &FD);
+/// Loss functions (`torch::nn::functional::*_loss`, `torch::mse_loss`, ...).
+bool isLossFunction(const FunctionDecl &FD);
+/// A call that blocks the host until the device is idle.
+bool isSynchronizeCall(const CallExpr &Call, const TorchApiOptions &Opts);
+bool isPinnedAllocator(const FunctionDecl &FD, const TorchApiOptions &Opts);
+
+/// The name of an at::Tensor method called by \p Call, or "" when \p Call is
+/// no such call.
+llvm::StringRef tensorMethodName(const CallExpr &Call);
+/// The object expression of a member call (`x` in `x.to(d)`), without
+/// implicit casts.
+const Expr *memberCallObject(const CallExpr &Call);
+
+/// A class that is a torch::nn::Module, a ModuleHolder, or a shared_ptr to a
+/// Module.
+bool isModuleHandleType(QualType T);
+/// `torch::data::Example`.
+bool isDataExampleType(QualType T);
+/// `c10::GradMode` guards that turn autograd off for their scope.
+bool isNoGradGuardType(QualType T);
+
+/// A call of a module: `net->forward(x)`, `net(x)`, `net.forward(x)`.
+struct ModuleCall {
+  /// The expression that denotes the module handle (`net`).
+  const Expr *Module = nullptr;
+  /// The tensors passed to forward.
+  llvm::SmallVector<const Expr *, 2> Inputs;
+};
+/// Recognises \p E as a call of a module's forward; false otherwise.
+bool matchModuleCall(const Expr &E, ModuleCall &Out);
+
+/// `module->to(...)` / `module.to(...)`: the module handle, or null.
+const Expr *moduleToReceiver(const CallExpr &Call);
+
+/// The argument bound to a parameter named \p Name, or null (also when a
+/// default argument is used).
+const Expr *argumentForParameter(const CallExpr &Call, llvm::StringRef Name);
+
+/// Strips implicit casts, temporaries, parentheses and converting
+/// constructors (Device -> TensorOptions, DeviceType -> Device, ...).
+const Expr *stripConversions(const Expr *E);
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_ANALYSIS_TORCHAPI_H

@@ -1,0 +1,51 @@
+//===--- OutputFormats.h - torch-tidy driver --------------------*- C++ -*-===//
+//
+// Printers for --format=text|json|sarif. Each one is a pure function of a
+// Report, so the bytes written depend only on the sorted findings.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_DRIVER_OUTPUTFORMATS_H
+#define TORCH_TIDY_DRIVER_OUTPUTFORMATS_H
+
+#include "Finding.h"
+#include "llvm/Support/raw_ostream.h"
+#include <string>
+#include <vector>
+
+namespace torchtidy {
+
+/// A file that could not be analysed (or not wholly), with why.
+struct ToolError {
+  std::string File; // may be empty
+  std::string Message;
+};
+
+struct Report {
+  std::vector<Finding> Findings; // sorted and unique
+  /// Checks that ran: registered and enabled for at least one TU, sorted.
+  std::vector<std::string> Rules;
+  std::vector<ToolError> ToolErrors;
+  /// Directory that SARIF URIs are made relative to (%SRCROOT%).
+  std::string BaseDir;
+};
+
+/// Base of every check's documentation page, `<base><check>.md`.
+inline constexpr const char *DocsBaseURL =
+    "https://github.com/torch-tidy/torch-tidy/blob/main/docs/checks/";
+inline constexpr const char *ProjectURL =
+    "https://github.com/torch-tidy/torch-tidy";
+
+/// The one-line description of a check (from checks/CheckDescriptions.h).
+std::string describeCheck(llvm::StringRef Check);
+
+void printText(const Report &R, llvm::raw_ostream &OS);
+void printJSON(const Report &R, llvm::raw_ostream &OS);
+void printSARIF(const Report &R, llvm::raw_ostream &OS);
+
+/// The JSON document of --format=json (see docs/driver.md).
+llvm::json::Value toJSONDocument(const Report &R);
+
+} // namespace torchtidy
+
+#endif // TORCH_TIDY_DRIVER_OUTPUTFORMATS_H

@@ -1,0 +1,432 @@
+//===--- TorchTidyMain.cpp - torch-tidy driver ----------------------------===//
+//
+// `torch-tidy [options] <files...> [-- <compiler flags>]`: clang-tidy's
+// engine with the torch module linked in, clang-tidy's command line, and
+// text, JSON or SARIF output that is sorted and independent of -j.
+//
+// Exit status (docs/driver.md):
+//   0  no findings;
+//   1  findings (warnings, or warnings promoted by --warnings-as-errors);
+//   2  a usage error, or a tool error: a file that could not be analysed
+//      (missing, unreadable, not in the database), a TU with compiler
+//      errors, a fix that could not be written, --export-fixes failing.
+//      2 wins over 1: the findings are still printed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CompileDb.h"
+#include "Config.h"
+#include "FixApplier.h"
+#include "Finding.h"
+#include "Messages.h"
+#include "OutputFormats.h"
+#include "Runner.h"
+#include "clang/Frontend/CompilerInvocation.h"
+#include "clang/Tooling/CompilationDatabase.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include <set>
+#include <unistd.h>
+
+using namespace llvm;
+using namespace torchtidy;
+
+namespace clang::tidy {
+// Defined in checks/TorchTidyModule.cpp; referencing it keeps the module's
+// registration in the link.
+extern volatile int TorchTidyModuleAnchorSource;
+static int LLVM_ATTRIBUTE_UNUSED TorchTidyModuleAnchorDestination =
+    TorchTidyModuleAnchorSource;
+} // namespace clang::tidy
+
+namespace {
+
+enum ExitCode { ExitClean = 0, ExitFindings = 1, ExitError = 2 };
+
+enum class OutputFormat { Text, JSON, SARIF };
+
+cl::OptionCategory Category("torch-tidy options");
+
+cl::list<std::string> SourcePaths(cl::Positional, cl::desc("<source files>"),
+                                  cl::cat(Category));
+cl::opt<std::string> BuildPath(
+    "p", cl::desc("Build directory with compile_commands.json"),
+    cl::value_desc("build dir"), cl::cat(Category));
+cl::opt<bool> AllFiles("all",
+                       cl::desc("Analyse every file of the compile database"),
+                       cl::cat(Category));
+cl::opt<std::string> Checks(
+    "checks",
+    cl::desc("Comma-separated globs of checks, '-' to remove (default: "
+             "torch-*), applied after any .clang-tidy"),
+    cl::cat(Category));
+cl::opt<std::string>
+    Config("config",
+           cl::desc("Configuration in YAML/JSON, instead of .clang-tidy "
+                    "files, e.g. --config=\"{Checks: 'torch-*'}\""),
+           cl::cat(Category));
+cl::opt<std::string>
+    ConfigFile("config-file",
+               cl::desc("Read the configuration from this file instead of "
+                        ".clang-tidy files"),
+               cl::value_desc("path"), cl::cat(Category));
+cl::opt<unsigned> Jobs("j",
+                       cl::desc("Translation units analysed in parallel "
+                                "(default 0: one per hardware thread)"),
+                       cl::init(0), cl::Prefix, cl::cat(Category));
+// A string rather than a cl::values enum: cl reports a bad enum value on
+// stderr by itself, in two lines; this way the error is ours and one line.
+cl::opt<std::string> FormatName(
+    "format", cl::desc("Output format: text (default, clang-tidy's), json "
+                       "or sarif (SARIF 2.1.0)"),
+    cl::init("text"), cl::value_desc("text|json|sarif"), cl::cat(Category));
+OutputFormat Format = OutputFormat::Text;
+
+cl::opt<bool> Fix("fix", cl::desc("Apply the fix-its of the findings"),
+                  cl::cat(Category));
+cl::opt<std::string>
+    ExportFixes("export-fixes",
+                cl::desc("Write the findings and their fix-its as "
+                         "clang-apply-replacements YAML"),
+                cl::value_desc("filename"), cl::cat(Category));
+cl::opt<std::string> WarningsAsErrors(
+    "warnings-as-errors",
+    cl::desc("Globs of checks whose findings are reported as errors"),
+    cl::cat(Category));
+cl::opt<bool> ListChecks("list-checks",
+                         cl::desc("List the enabled checks and exit"),
+                         cl::cat(Category));
+cl::opt<bool> Quiet("quiet", cl::desc("No summary and no informational notes"),
+                    cl::cat(Category));
+cl::opt<std::string> HeaderFilter(
+    "header-filter",
+    cl::desc("Regex of headers whose findings are shown (default: none, only "
+             "the main files)"),
+    cl::cat(Category));
+cl::list<std::string>
+    ExtraArgs("extra-arg", cl::desc("Argument to append to compile commands"),
+              cl::cat(Category));
+cl::list<std::string> ExtraArgsBefore(
+    "extra-arg-before", cl::desc("Argument to prepend to compile commands"),
+    cl::cat(Category));
+
+// Reserved for later: --fix-unsafe, --color, --explain, --audit.
+
+/// Parses the command line; on error prints one line and returns false.
+bool parseCommandLine(int Argc, const char **Argv) {
+  cl::HideUnrelatedOptions(Category);
+  cl::SetVersionPrinter([](raw_ostream &OS) {
+    OS << "torch-tidy " << TORCH_TIDY_VERSION << " (LLVM "
+       << LLVM_VERSION_STRING << ")\n";
+  });
+  // cl reports some errors through the stream it is given and others (a bad
+  // option value) straight to stderr; catch both by pointing stderr at a
+  // temporary file while parsing, so that the error can be one line of ours.
+  std::string Errors;
+  raw_string_ostream ErrorStream(Errors);
+  SmallString<128> Captured;
+  int CaptureFD = -1, SavedStderr = -1;
+  if (!sys::fs::createTemporaryFile("torch-tidy-cl", "txt", CaptureFD,
+                                    Captured)) {
+    errs().flush();
+    SavedStderr = ::dup(2);
+    ::dup2(CaptureFD, 2);
+  }
+  bool OK = cl::ParseCommandLineOptions(
+      Argc, Argv,
+      "torch-tidy: clang-tidy's engine with the torch-* checks for "
+      "LibTorch code.\n\n"
+      "  torch-tidy [options] <files...> [-- <compiler flags>]\n"
+      "  torch-tidy -p <build dir> --all\n",
+      &ErrorStream);
+  std::string Text = ErrorStream.str();
+  if (SavedStderr >= 0) {
+    errs().flush();
+    ::dup2(SavedStderr, 2);
+    ::close(SavedStderr);
+    ::close(CaptureFD);
+    if (auto Buf = MemoryBuffer::getFile(Captured))
+      Text = (*Buf)->getBuffer().str() + Text;
+    sys::fs::remove(Captured);
+  }
+  if (OK) {
+    errs() << Text; // cl's warnings, if any
+    return true;
+  }
+  // cl writes "<argv0>: Unknown command line argument '-x'.  Try: ..." and
+  // maybe "<argv0>: Did you mean '-y'?": keep the substance, in one line.
+  std::string Message;
+  SmallVector<StringRef, 4> Lines;
+  StringRef(Text).split(Lines, '\n', -1, /*KeepEmpty=*/false);
+  for (StringRef Line : Lines) {
+    Line = Line.trim();
+    size_t Colon = Line.find(": ");
+    if (Colon != StringRef::npos &&
+        Line.substr(0, Colon).ends_with(sys::path::filename(Argv[0])))
+      Line = Line.drop_front(Colon + 2);
+    Line = Line.substr(0, Line.find("  Try:"));
+    if (!Line.empty())
+      Message += (Message.empty() ? "" : " ") + Line.str();
+  }
+  printError(Message + " (see --help)");
+  return false;
+}
+
+/// clang's builtin headers: next to the executable when installed with clang,
+/// else those of the LLVM this was built against.
+std::string resourceDir(const char *Argv0) {
+  static int Anchor;
+  std::string Own = clang::CompilerInvocation::GetResourcesPath(
+      Argv0, reinterpret_cast<void *>(&Anchor));
+  SmallString<256> Probe(Own);
+  sys::path::append(Probe, "include", "stddef.h");
+  if (sys::fs::exists(Probe))
+    return "";
+  return TORCH_TIDY_CLANG_RESOURCE_DIR;
+}
+
+void printReport(const Report &R) {
+  switch (Format) {
+  case OutputFormat::Text:
+    printText(R, outs());
+    break;
+  case OutputFormat::JSON:
+    printJSON(R, outs());
+    break;
+  case OutputFormat::SARIF:
+    printSARIF(R, outs());
+    break;
+  }
+  outs().flush();
+}
+
+int run(int Argc, const char **Argv) {
+  // Everything after `--` is the compiler flags for files without a
+  // compile_commands.json entry; cut it off before parsing the options.
+  std::string FixedError;
+  SmallString<256> Cwd;
+  sys::fs::current_path(Cwd);
+  std::unique_ptr<clang::tooling::FixedCompilationDatabase> FixedDB =
+      clang::tooling::FixedCompilationDatabase::loadFromCommandLine(
+          Argc, Argv, FixedError, Cwd);
+  if (!FixedError.empty()) {
+    printError("invalid compiler flags after '--': " + FixedError);
+    return ExitError;
+  }
+  if (!parseCommandLine(Argc, Argv))
+    return ExitError;
+  setQuiet(Quiet);
+  if (FormatName == "text") {
+    Format = OutputFormat::Text;
+  } else if (FormatName == "json") {
+    Format = OutputFormat::JSON;
+  } else if (FormatName == "sarif") {
+    Format = OutputFormat::SARIF;
+  } else {
+    printError("unknown --format '" + FormatName +
+               "' (expected text, json or sarif)");
+    return ExitError;
+  }
+
+  if (!ExportFixes.empty())
+    if (std::string Problem = checkExportPath(ExportFixes); !Problem.empty()) {
+      printError(Problem);
+      return ExitError;
+    }
+
+  ConfigRequest Request;
+  if (Checks.getNumOccurrences())
+    Request.Checks = Checks;
+  if (WarningsAsErrors.getNumOccurrences())
+    Request.WarningsAsErrors = WarningsAsErrors;
+  if (HeaderFilter.getNumOccurrences())
+    Request.HeaderFilter = HeaderFilter;
+  Request.ConfigText = Config;
+  Request.ConfigFile = ConfigFile;
+  ProviderFactory Providers = makeProviderFactory(Request);
+  if (!Providers)
+    return ExitError;
+
+  if (Request.Checks)
+    warnAboutUnknownChecks(*Request.Checks);
+  // The options of the first file (or of the current directory) decide
+  // whether anything is enabled at all.
+  SmallString<256> Probe;
+  if (!SourcePaths.empty()) {
+    Probe = normalizePath(SourcePaths.front());
+  } else {
+    sys::fs::current_path(Probe);
+    sys::path::append(Probe, "dummy.cpp");
+  }
+  std::vector<std::string> Enabled = enabledChecks(Providers, Probe);
+  if (std::vector<std::string> Bad = takeConfigErrors(); !Bad.empty()) {
+    for (const std::string &Message : Bad)
+      printError(Message);
+    return ExitError;
+  }
+  if (ListChecks) {
+    if (Enabled.empty()) {
+      printError("no checks enabled");
+      return ExitError;
+    }
+    listChecks(Enabled, outs());
+    return ExitClean;
+  }
+  if (Enabled.empty()) {
+    printError("no checks enabled: the checks globs (" +
+               (Request.Checks ? "--checks='" + *Request.Checks + "'"
+                               : std::string("configuration")) +
+               ") match no registered check; see --list-checks");
+    return ExitError;
+  }
+
+  if (SourcePaths.empty() && !AllFiles) {
+    printError("no input files (give files, or -p <build dir> --all)");
+    return ExitError;
+  }
+  if (AllFiles && BuildPath.empty()) {
+    printError("--all needs -p <build dir>");
+    return ExitError;
+  }
+
+  // The compile database: -p, or the nearest one above the first file when
+  // neither -p nor `--` is given (as clang-tidy does).
+  std::unique_ptr<clang::tooling::CompilationDatabase> Database;
+  CommandSources Sources;
+  std::string DatabaseDir = BuildPath;
+  bool Explicit = !BuildPath.empty();
+  if (DatabaseDir.empty() && !FixedDB && !SourcePaths.empty())
+    DatabaseDir = findCompileDatabaseDir(normalizePath(SourcePaths.front()));
+  if (!DatabaseDir.empty()) {
+    auto Loaded = loadCompileDatabase(DatabaseDir);
+    if (!Loaded) {
+      printError(toString(Loaded.takeError()));
+      return ExitError;
+    }
+    Database = std::move(*Loaded);
+    Sources.Database = Database.get();
+    SmallString<256> Path(DatabaseDir);
+    sys::path::append(Path, "compile_commands.json");
+    Sources.DatabasePath = std::string(Path);
+  }
+  Sources.Fixed = FixedDB.get();
+  if (!Explicit && Database && !Quiet)
+    printNote("using " + Sources.DatabasePath);
+
+  // The translation units, each file once, in the order given.
+  std::vector<std::string> Files(SourcePaths.begin(), SourcePaths.end());
+  if (AllFiles) {
+    std::vector<std::string> All = Database->getAllFiles();
+    llvm::sort(All);
+    Files.insert(Files.end(), All.begin(), All.end());
+  }
+  Report R;
+  R.BaseDir = std::string(Cwd);
+  std::vector<TUJob> TUs;
+  StringSet<> Seen;
+  for (const std::string &File : Files) {
+    TUJob Job;
+    if (std::string Problem = resolveJob(File, Sources, Job);
+        !Problem.empty()) {
+      printError(Problem);
+      R.ToolErrors.push_back({normalizePath(File), Problem});
+      continue;
+    }
+    if (!Sources.Database && !Sources.Fixed && !Quiet)
+      printNote("no compilation database and no '--' flags for '" + File +
+                "'; analysing it without compiler flags");
+    if (Seen.insert(Job.File).second)
+      TUs.push_back(std::move(Job));
+  }
+
+  RunOptions Options;
+  Options.Jobs = Jobs;
+  Options.ExtraArgs.assign(ExtraArgs.begin(), ExtraArgs.end());
+  Options.ExtraArgsBefore.assign(ExtraArgsBefore.begin(), ExtraArgsBefore.end());
+  Options.ResourceDir = resourceDir(Argv[0]);
+  Options.MakeOptionsProvider = Providers;
+  std::vector<TUResult> Results = runAll(TUs, Options);
+  for (const std::string &Message : takeConfigErrors()) {
+    printError(Message); // a .clang-tidy of another directory
+    R.ToolErrors.push_back({"", Message});
+  }
+
+  std::set<std::string> Rules;
+  std::vector<Finding> Fixable;
+  std::vector<clang::tidy::ClangTidyError> RawErrors;
+  for (TUResult &T : Results) {
+    Rules.insert(T.EnabledChecks.begin(), T.EnabledChecks.end());
+    if (!T.ToolError.empty()) {
+      printError(T.ToolError);
+      R.ToolErrors.push_back({T.File, T.ToolError});
+    }
+    if (T.CompileError) {
+      std::string Message = "'" + T.File + "' has compiler errors; its "
+                            "findings may be incomplete" +
+                            (Fix ? " and its fix-its are not applied" : "");
+      printError(Message);
+      R.ToolErrors.push_back({T.File, Message});
+    } else {
+      for (const Finding &F : T.Findings)
+        if (!F.isCompilerError())
+          Fixable.push_back(F);
+    }
+    RawErrors.insert(RawErrors.end(), T.Errors.begin(), T.Errors.end());
+    R.Findings.insert(R.Findings.end(), T.Findings.begin(), T.Findings.end());
+  }
+  sortAndUnique(R.Findings);
+  R.Rules.assign(Rules.begin(), Rules.end());
+  llvm::sort(R.ToolErrors, [](const ToolError &A, const ToolError &B) {
+    return std::tie(A.File, A.Message) < std::tie(B.File, B.Message);
+  });
+
+  printReport(R);
+
+  bool Failed = !R.ToolErrors.empty();
+  if (!ExportFixes.empty()) {
+    std::string Main = TUs.empty() ? "" : TUs.front().File;
+    if (!exportFixes(ExportFixes, Main, std::move(RawErrors)))
+      Failed = true;
+  }
+  if (Fix) {
+    sortAndUnique(Fixable);
+    FixStats Stats = applyFixes(Fixable);
+    printNote(formatv("applied {0} fix-it(s) to {1} file(s)",
+                      Stats.FixesApplied, Stats.FilesWritten));
+    if (Stats.Failures)
+      Failed = true;
+  }
+
+  unsigned Warnings = 0, ErrorCount = 0;
+  for (const Finding &F : R.Findings)
+    (F.Severity == Level::Error ? ErrorCount : Warnings)++;
+  if (Format == OutputFormat::Text)
+    printNote(formatv("{0} warning(s) and {1} error(s) in {2} file(s)",
+                      Warnings, ErrorCount, TUs.size()));
+
+  if (Failed)
+    return ExitError;
+  return R.Findings.empty() ? ExitClean : ExitFindings;
+}
+
+} // namespace
+
+int main(int Argc, const char **Argv) {
+  // Installs the crash handlers, and a SIGPIPE handler that exits quietly
+  // (`torch-tidy ... | head -1`).
+  InitLLVM X(Argc, Argv);
+  int Status = run(Argc, Argv);
+  outs().flush();
+  if (outs().has_error()) {
+    outs().clear_error(); // e.g. EPIPE: nothing more to say
+    return ExitError;
+  }
+  return Status;
+}

@@ -1,0 +1,264 @@
+// RUN: %check_torch_tidy %s torch-device-mismatch %t
+
+#include <torch/torch.h>
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Net);
+
+torch::Device pick_device();
+torch::Tensor load_batch();
+
+// --- Positives -------------------------------------------------------------
+
+void module_on_cuda_input_on_cpu() {
+  Net net;
+  net->to(torch::kCUDA);
+  auto x = torch::randn({8, 4});
+  auto y = net->forward(x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:17: warning: module 'net' has its parameters on CUDA but is called with 'x' on CPU [torch-device-mismatch]
+  // CHECK-MESSAGES: :[[@LINE-4]]:8: note: 'net' is on CUDA from here
+  // CHECK-MESSAGES: :[[@LINE-4]]:12: note: 'x' is on CPU from here
+}
+
+void holder_call_operator() {
+  Net net;
+  net->to(torch::Device(torch::kCUDA));
+  auto y = net(torch::zeros({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: module 'net' has its parameters on CUDA but is called with 'torch::zeros({2, 4})' on CPU
+}
+
+void symbolic_device_variable(bool use_gpu) {
+  torch::Device device(use_gpu ? torch::kCUDA : torch::kCPU);
+  auto model = std::make_shared<NetImpl>();
+  model->to(device);
+  auto x = torch::randn({8, 4});
+  model->forward(x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'model' has its parameters on 'device' but is called with 'x' on CPU; this crashes on a machine where 'device' is CUDA
+}
+
+void device_from_helper() {
+  auto device = pick_device();
+  torch::nn::Sequential seq(torch::nn::Linear(4, 4), torch::nn::ReLU());
+  seq->to(device);
+  auto x = torch::ones({1, 4});
+  seq->forward(x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'seq' has its parameters on 'device' but is called with 'x' on CPU; this crashes on a machine where 'device' is CUDA
+}
+
+void device_parameter(torch::Device device) {
+  torch::nn::Linear fc(4, 2);
+  fc->to(device);
+  fc(torch::randn({3, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'fc' has its parameters on 'device'
+}
+
+void fresh_module_is_on_cpu() {
+  torch::nn::Linear fc(4, 2);
+  auto x = torch::randn({3, 4}, torch::kCUDA);
+  fc(x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'fc' has its parameters on CPU but is called with 'x' on CUDA
+}
+
+void binary_operator() {
+  auto a = torch::randn({4}).cuda();
+  auto b = torch::randn({4});
+  auto c = a + b;
+  // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: operator '+' combines 'a' on CUDA with 'b' on CPU
+}
+
+void two_ordinals() {
+  auto a = torch::randn({4}, torch::Device(torch::kCUDA, 0));
+  auto b = torch::randn({4}).to(torch::Device("cuda:1"));
+  auto c = a * b;
+  // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: operator '*' combines 'a' on cuda:0 with 'b' on cuda:1
+}
+
+void multi_tensor_functions() {
+  auto a = torch::randn({4, 4}, torch::TensorOptions().device(torch::kCUDA));
+  auto b = torch::eye(4);
+  auto c = torch::cat({a, b});
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::cat' combines 'a' on CUDA with 'b' on CPU
+  auto d = torch::matmul(a, b);
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::matmul' combines 'a' on CUDA with 'b' on CPU
+}
+
+void loss_with_cpu_target() {
+  Net net;
+  net->to(torch::kCUDA);
+  auto input = torch::randn({8, 4}).to(torch::kCUDA, /*non_blocking=*/false);
+  auto target = torch::randn({8, 2});
+  auto loss = torch::nn::functional::mse_loss(net(input), target);
+  // CHECK-MESSAGES: :[[@LINE-1]]:15: warning: 'torch::nn::functional::mse_loss' combines 'net(input)' on CUDA with 'target' on CPU
+}
+
+void in_a_loop(int steps) {
+  Net net;
+  net->to(torch::kCUDA);
+  for (int i = 0; i < steps; ++i) {
+    auto x = torch::rand({4, 4});
+    net->forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'net' has its parameters on CUDA but is called with 'x' on CPU
+  }
+}
+
+void data_loader_batches() {
+  Net net;
+  net->to(torch::kCUDA);
+  auto loader = torch::data::make_data_loader(
+      torch::data::datasets::MNIST("data").map(torch::data::transforms::Stack<>()), 64);
+  for (auto &batch : *loader) {
+    net->forward(batch.data);
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'net' has its parameters on CUDA but is called with 'batch.data' on CPU
+  }
+}
+
+void like_factories_keep_device() {
+  auto a = torch::randn({4}).cuda();
+  auto zeros = torch::zeros_like(a);
+  auto cpu = torch::ones({4});
+  auto s = zeros - cpu;
+  // CHECK-MESSAGES: :[[@LINE-1]]:18: warning: operator '-' combines 'zeros' on CUDA with 'cpu' on CPU
+}
+
+void every_to_overload(torch::Tensor other) {
+  auto base = torch::randn({4});
+  auto a = base.to(torch::kCUDA);
+  auto b = base.to(torch::Device(torch::kCUDA), torch::kHalf);
+  auto c = base.to(torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat));
+  auto d = a.to(torch::kHalf);
+  auto e = torch::randn({4}).to(a);
+  auto h = base.to(torch::kDouble);
+  a + h;
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: operator '+' combines 'a' on CUDA with 'h' on CPU
+  b + h;
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: operator '+' combines 'b' on CUDA with 'h' on CPU
+  c + h;
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: operator '+' combines 'c' on CUDA with 'h' on CPU
+  d + h;
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: operator '+' combines 'd' on CUDA with 'h' on CPU
+  e + h;
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: operator '+' combines 'e' on CUDA with 'h' on CPU
+}
+
+struct Trainer {
+  Net net_;
+  torch::Device device_;
+  void step() {
+    net_->to(device_);
+    auto x = torch::randn({2, 4});
+    net_->forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:11: warning: module 'net_' has its parameters on 'device_' but is called with 'x' on CPU; this crashes on a machine where 'device_' is CUDA
+  }
+};
+
+void inside_lambda() {
+  auto run = [] {
+    Net net;
+    net->to(torch::kCUDA);
+    net->forward(torch::randn({1, 4}));
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'net' has its parameters on CUDA
+  };
+  run();
+}
+
+// --- Negatives -------------------------------------------------------------
+
+void both_moved_with_same_device(torch::Device device) {
+  Net net;
+  net->to(device);
+  auto x = torch::randn({2, 4}).to(device);
+  net->forward(x);
+  auto y = torch::randn({2, 4}, device);
+  x + y;
+}
+
+void input_moved_before_call() {
+  Net net;
+  net->to(torch::kCUDA);
+  auto x = torch::randn({2, 4});
+  x = x.to(torch::kCUDA);
+  net->forward(x);
+}
+
+void branches_merge_to_unknown(bool gpu) {
+  Net net;
+  auto x = torch::randn({2, 4});
+  if (gpu) {
+    net->to(torch::kCUDA);
+    x = x.cuda();
+  }
+  net->forward(x);
+}
+
+void opaque_inputs_never_warn(Net net, torch::Tensor param) {
+  net->forward(param);
+  net->forward(load_batch());
+  auto x = torch::randn({2, 4});
+  net->forward(x);
+}
+
+void zero_dim_cpu_operand_is_allowed() {
+  auto a = torch::randn({4}).cuda();
+  auto scale = torch::tensor(2.0);
+  auto b = a * scale;
+  auto c = a + a.sum().cpu();
+}
+
+void device_known_cpu() {
+  torch::Device device(torch::kCPU);
+  Net net;
+  net->to(device);
+  net->forward(torch::randn({1, 4}));
+}
+
+void unspecified_and_explicit_ordinal() {
+  auto a = torch::randn({4}).cuda();
+  auto b = torch::randn({4}, torch::Device(torch::kCUDA, 0));
+  a + b;
+}
+
+void two_device_variables(torch::Device d1, torch::Device d2) {
+  auto a = torch::randn({4}).to(d1);
+  auto b = torch::randn({4}).to(d2);
+  a + b;
+}
+
+void reassigned_in_loop(int n) {
+  auto x = torch::randn({4});
+  auto y = torch::randn({4});
+  for (int i = 0; i < n; ++i) {
+    x + y;
+    x = x.cuda();
+    y = y.cuda();
+  }
+}
+
+void escaped_through_reference(void (*move)(torch::Tensor &)) {
+  auto a = torch::randn({4}).cuda();
+  auto b = torch::randn({4});
+  auto mover = [&] { b = b.cuda(); };
+  mover();
+  a + b;
+}
+
+void dtype_options_keep_device() {
+  auto a = torch::randn({4}).cuda();
+  auto b = a.to(torch::TensorOptions().dtype(torch::kHalf));
+  a + b;
+}
+
+void module_copied_from_elsewhere(Net other) {
+  Net net = other;
+  auto x = torch::randn({2, 4}).cuda();
+  net->forward(x);
+}
+
+void suppressed() {
+  auto a = torch::randn({4}).cuda();
+  auto b = torch::randn({4});
+  a + b; // NOLINT(torch-device-mismatch)
+}

@@ -1,0 +1,2 @@
+#include "loop-header.h"
+void one() { header_loop(); }

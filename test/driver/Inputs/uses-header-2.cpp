@@ -1,0 +1,2 @@
+#include "loop-header.h"
+void two() { header_loop(); }

@@ -1,0 +1,74 @@
+// REQUIRES: libtorch
+// RUN: %check_torch_tidy %s torch-cuda-unguarded %t -- -- %libtorch_flags
+
+// torch-cuda-unguarded on the real LibTorch headers: the real TORCH_CHECK
+// (`if (C10_UNLIKELY_OR_CONST(!(cond)))` around __builtin_expect), the real
+// TensorOptions / Device conversions, Module::to and Tensor::cuda.
+
+#include <torch/torch.h>
+#include <cstdlib>
+#include <stdexcept>
+
+struct Net : torch::nn::Module {
+  Net() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
+  torch::Tensor forward(torch::Tensor x) { return fc->forward(x); }
+  torch::nn::Linear fc{nullptr};
+};
+
+void unguarded(std::shared_ptr<Net> net, torch::Tensor &x) {
+  net->to(torch::kCUDA);
+  // CHECK-MESSAGES: :[[@LINE-1]]:11: warning: CUDA device selected without checking torch::cuda::is_available(); this crashes on a machine without a working CUDA [torch-cuda-unguarded]
+  x = x.cuda();
+  // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: CUDA device selected without checking
+  x = x.to("cuda:0");
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: CUDA device selected without checking
+  auto y = torch::ones({2}, torch::TensorOptions().device(torch::kCUDA));
+  // CHECK-MESSAGES: :[[@LINE-1]]:59: warning: CUDA device selected without checking
+  torch::Device device(torch::kCUDA, 0);
+  // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: CUDA device selected without checking
+  (void)y;
+  (void)device;
+}
+
+void guard_elsewhere(torch::Tensor &x) {
+  if (torch::cuda::is_available())
+    std::puts("CUDA");
+  x = x.to(torch::kCUDA);
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: CUDA device selected without checking
+  // CHECK-MESSAGES: :[[@LINE-4]]:7: note: an availability check here does not protect this use
+}
+
+void torch_check(std::shared_ptr<Net> net, torch::Tensor &x) {
+  TORCH_CHECK(torch::cuda::is_available(), "this program needs a GPU");
+  net->to(torch::kCUDA);
+  x = x.cuda();
+}
+
+void torch_check_count(torch::Tensor &x) {
+  TORCH_CHECK(torch::cuda::device_count() > 0, "no GPU: ", 0);
+  x = x.to(torch::Device("cuda:0"));
+}
+
+torch::Tensor guarded(torch::Tensor x) {
+  torch::Device device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
+  x = x.to(device);
+  if (!torch::cuda::is_available())
+    throw std::runtime_error("no CUDA");
+  return x.cuda();
+}
+
+torch::Device pick_device() {
+  if (torch::cuda::is_available())
+    return torch::kCUDA;
+  return torch::kCPU;
+}
+
+void train_on_gpu(std::shared_ptr<Net> net) { net->to(torch::kCUDA); }
+
+int main() {
+  auto net = std::make_shared<Net>();
+  net->to(pick_device());
+  if (torch::cuda::is_available())
+    train_on_gpu(net);
+  return 0;
+}
