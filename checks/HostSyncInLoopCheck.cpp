@@ -7,7 +7,8 @@
 //     CUDA; or a synchronize call (isSynchronizeCall), which needs no tensor;
 //  2. one of the MaxLoopDepth innermost loops that repeat it is a training
 //     loop: its body calls `backward()`, an optimizer's `step()` or one of the
-//     TrainingStepFunctions, outside any nested loop or lambda;
+//     TrainingStepFunctions (recognised by utils/TrainingLoop.h), outside any
+//     nested loop or lambda;
 //  3. it runs on every iteration of that loop: no if/switch/?:/&&/||/catch,
 //     lambda or function boundary lies between it and the loop, no
 //     `continue` of a loop on that path comes before it, and the training
@@ -19,6 +20,7 @@
 #include "analysis/TensorFlowAnalysis.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/TorchMatchers.h"
+#include "utils/TrainingLoop.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -33,7 +35,7 @@ HostSyncInLoopCheck::HostSyncInLoopCheck(StringRef Name,
       RawExtraSyncFunctions(Options.get("ExtraSyncFunctions", "")),
       MaxLoopDepth(std::max(1u, Options.get("MaxLoopDepth", 1u))) {
   for (StringRef F : utils::options::parseStringList(RawTrainingStepFunctions))
-    TrainingStepFunctions.push_back(F.str());
+    LoopOptions.ExtraStepFunctions.push_back(F.str());
   for (StringRef F : utils::options::parseStringList(RawExtraSyncFunctions))
     ApiOptions.ExtraSyncFunctions.push_back(F.str());
 }
@@ -65,56 +67,26 @@ bool isLoop(const Stmt &S, const ASTContext &Ctx) {
          !isRunOnceDo(S, Ctx);
 }
 
-bool derivesFromOptimizer(const CXXRecordDecl *RD) {
-  if (!RD || !RD->hasDefinition())
-    return false;
-  if (RD->getQualifiedNameAsString() == "torch::optim::Optimizer")
-    return true;
-  for (const CXXBaseSpecifier &Base : RD->bases())
-    if (derivesFromOptimizer(Base.getType()->getAsCXXRecordDecl()))
-      return true;
-  return false;
-}
-
-/// A call that makes the loop running it a training loop: `t.backward()`,
-/// `torch::autograd::backward(...)`, `optimizer.step()`, or a project's own
-/// training-step function.
-bool isTrainingStepCall(const CallExpr &Call,
-                        llvm::ArrayRef<std::string> Extra) {
-  if (tensorMethodName(Call) == "backward")
-    return true;
-  const FunctionDecl *FD = Call.getDirectCallee();
-  if (!FD || !FD->getIdentifier())
-    return false;
-  StringRef Name = FD->getName();
-  if (Name == "backward" &&
-      FD->getQualifiedNameAsString() == "torch::autograd::backward")
-    return true;
-  if (const auto *MD = dyn_cast<CXXMethodDecl>(FD))
-    if (Name == "step" && derivesFromOptimizer(MD->getParent()))
-      return true;
-  if (Extra.empty())
-    return false;
-  std::string Qualified = FD->getQualifiedNameAsString();
-  for (const std::string &E : Extra) {
-    StringRef N = StringRef(E).trim();
-    N.consume_front("::");
-    if (N.contains("::") ? N == Qualified : N == Name)
-      return true;
-  }
-  return false;
+/// A call that makes the loop running it a training loop: a backward pass or
+/// an optimizer step (TrainingLoop.h), or a project's own training-step
+/// function.
+bool isTrainingStepCall(const CallExpr &Call, const TrainingLoopOptions &Opts) {
+  return isBackwardCall(Call, Opts) || isOptimizerStepCall(Call, Opts);
 }
 
 /// The first training-step call in \p S, outside nested loops and lambdas.
+///
+/// Unlike findBackwardCall, this does not descend into nested loops: an epoch
+/// loop whose inner batch loop trains is not itself a training loop.
 const CallExpr *findTrainingCall(const Stmt *S, const ASTContext &Ctx,
-                                 llvm::ArrayRef<std::string> Extra) {
+                                 const TrainingLoopOptions &Opts) {
   if (!S || isa<LambdaExpr>(S) || isLoop(*S, Ctx))
     return nullptr;
   if (const auto *Call = dyn_cast<CallExpr>(S))
-    if (isTrainingStepCall(*Call, Extra))
+    if (isTrainingStepCall(*Call, Opts))
       return Call;
   for (const Stmt *Child : S->children())
-    if (const CallExpr *Found = findTrainingCall(Child, Ctx, Extra))
+    if (const CallExpr *Found = findTrainingCall(Child, Ctx, Opts))
       return Found;
   return nullptr;
 }
@@ -138,9 +110,11 @@ bool hasContinueBefore(const Stmt *S, SourceLocation Before,
                        const ASTContext &Ctx) {
   if (!S || isa<LambdaExpr>(S) || isLoop(*S, Ctx))
     return false;
-  if (isa<ContinueStmt>(S))
-    return Ctx.getSourceManager().isBeforeInTranslationUnit(S->getBeginLoc(),
-                                                            Before);
+  if (isa<ContinueStmt>(S)) {
+    const SourceManager &SM = Ctx.getSourceManager();
+    return SM.isBeforeInTranslationUnit(SM.getExpansionLoc(S->getBeginLoc()),
+                                        SM.getExpansionLoc(Before));
+  }
   for (const Stmt *Child : S->children())
     if (hasContinueBefore(Child, Before, Ctx))
       return true;
@@ -198,7 +172,7 @@ void HostSyncInLoopCheck::check(const MatchFinder::MatchResult &Result) {
     auto [It, Inserted] = StepCallOf.try_emplace(&Loop, nullptr);
     if (Inserted)
       for (const Stmt *Part : repeatedParts(Loop))
-        if ((It->second = findTrainingCall(Part, Ctx, TrainingStepFunctions)))
+        if ((It->second = findTrainingCall(Part, Ctx, LoopOptions)))
           break;
     return It->second;
   };

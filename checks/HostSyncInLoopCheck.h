@@ -4,9 +4,8 @@
 #define TORCH_TIDY_HOSTSYNCINLOOPCHECK_H
 
 #include "analysis/TorchApi.h"
+#include "utils/TrainingLoop.h"
 #include "clang-tidy/ClangTidyCheck.h"
-#include <string>
-#include <vector>
 
 namespace clang::tidy::torch {
 
@@ -33,7 +32,8 @@ private:
   /// How many enclosing loops, innermost first, are searched for the
   /// training loop.
   const unsigned MaxLoopDepth;
-  std::vector<std::string> TrainingStepFunctions;
+  /// TrainingStepFunctions go to ExtraStepFunctions.
+  TrainingLoopOptions LoopOptions;
   TorchApiOptions ApiOptions;
 };
 

@@ -13,6 +13,8 @@
 #include "NonBlockingD2HRaceCheck.h"
 #include "NonBlockingPageableCheck.h"
 #include "HostSyncInLoopCheck.h"
+#include "InferenceWithoutNoGradCheck.h"
+#include "LossAccumulationGraphCheck.h"
 #include "TensorToDiscardedCheck.h"
 #include "clang-tidy/ClangTidyModule.h"
 #include "clang-tidy/ClangTidyModuleRegistry.h"
@@ -30,6 +32,11 @@ public:
     Factories.registerCheck<EmptyCacheOomRetryCheck>(
         "torch-empty-cache-oom-retry");
     Factories.registerCheck<HostSyncInLoopCheck>("torch-host-sync-in-loop");
+    // Not registered yet: its tests do not pass (see the closing note).
+    // Factories.registerCheck<InferenceWithoutNoGradCheck>(
+    // "torch-inference-without-no-grad");
+    // Factories.registerCheck<LossAccumulationGraphCheck>(
+    // "torch-loss-accumulation-graph");
     Factories.registerCheck<NonBlockingD2HRaceCheck>(
         "torch-non-blocking-d2h-race");
     Factories.registerCheck<NonBlockingPageableCheck>(

@@ -2,7 +2,7 @@
 
 #include "TensorFlowAnalysis.h"
 #include "clang/AST/ExprCXX.h"
-#include "llvm/ADT/PostOrderIterator.h"
+#include <algorithm>
 #include <set>
 
 using namespace clang::ast_matchers;
@@ -38,9 +38,32 @@ TensorFlowAnalysis::TensorFlowAnalysis(const Decl &Function, const Stmt &Body,
       if (auto S = E.getAs<CFGStmt>())
         Elements.insert(S->getStmt());
   BlockEntry.resize(Graph->getNumBlockIDs());
-  for (const CFGBlock *Block :
-       llvm::ReversePostOrderTraversal<const CFG *>(Graph.get()))
-    ReversePostOrder.push_back(Block);
+  computeReversePostOrder();
+}
+
+void TensorFlowAnalysis::computeReversePostOrder() {
+  // An explicit DFS: CFG edges pruned as unreachable (`for (;;)`'s exit)
+  // are null, which llvm::ReversePostOrderTraversal does not expect.
+  std::vector<bool> Seen(Graph->getNumBlockIDs(), false);
+  std::vector<std::pair<const CFGBlock *, CFGBlock::const_succ_iterator>> Stack;
+  const CFGBlock *Entry = &Graph->getEntry();
+  Seen[Entry->getBlockID()] = true;
+  Stack.push_back({Entry, Entry->succ_begin()});
+  while (!Stack.empty()) {
+    auto &[Block, Next] = Stack.back();
+    if (Next == Block->succ_end()) {
+      ReversePostOrder.push_back(Block);
+      Stack.pop_back();
+      continue;
+    }
+    const CFGBlock *Succ = Next->getReachableBlock();
+    ++Next;
+    if (Succ && !Seen[Succ->getBlockID()]) {
+      Seen[Succ->getBlockID()] = true;
+      Stack.push_back({Succ, Succ->succ_begin()});
+    }
+  }
+  std::reverse(ReversePostOrder.begin(), ReversePostOrder.end());
 }
 
 void TensorFlowAnalysis::walk(const Stmt *S, bool IsElement,

@@ -49,6 +49,7 @@ public:
 private:
   TensorFlowAnalysis(const Decl &Function, const Stmt &Body, ASTContext &Ctx,
                      const TorchApiOptions &Opts, std::unique_ptr<CFG> Graph);
+  void computeReversePostOrder();
   void solve(unsigned VisitsPerBlock);
   void runBlock(const CFGBlock &Block, TensorState &State,
                 std::optional<Observer> Visit) const;

@@ -124,12 +124,13 @@ ValueKey TensorModel::keyOf(const Expr *E) const {
   E = E->IgnoreParenImpCasts();
   if (const auto *Ref = dyn_cast<DeclRefExpr>(E)) {
     const auto *VD = dyn_cast<VarDecl>(Ref->getDecl());
-    if (VD && (VD->hasLocalStorage() || isa<ParmVarDecl>(VD)) &&
-        !VD->getType()->isReferenceType() && isTracked(VD))
+    if (VD && VD->hasLocalStorage() && !VD->getType()->isReferenceType() &&
+        isTracked(VD))
       return {VD, nullptr};
-    // A const reference (`const torch::Tensor &x`) cannot be rebound here.
-    if (VD && isa<ParmVarDecl>(VD) &&
-        VD->getType().getNonReferenceType().isConstQualified())
+    // A reference parameter (`Net &net`, `const torch::Tensor &x`) names one
+    // object for the whole call; only this function's code changes it, and
+    // opaque calls that take it by non-const reference forget it.
+    if (VD && isa<ParmVarDecl>(VD) && isTracked(VD))
       return {VD, nullptr};
     return {};
   }
@@ -250,6 +251,13 @@ const Expr *TensorModel::hostReadOperand(const Stmt &S) {
     if (Method == "item" || Method == "data_ptr" || Method == "accessor" ||
         Method == "tolist")
       return memberCallObject(*Call);
+    // The real headers (since 1.11) declare these two on at::TensorBase.
+    if (const auto *MC = dyn_cast<CXXMemberCallExpr>(Call))
+      if (const CXXMethodDecl *MD = MC->getMethodDecl())
+        if (MD->getIdentifier() &&
+            (MD->getName() == "data_ptr" || MD->getName() == "accessor") &&
+            MD->getParent()->getQualifiedNameAsString() == "at::TensorBase")
+          return memberCallObject(*Call);
   }
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
     if (Op->getNumArgs() == 2 &&
@@ -271,7 +279,8 @@ static bool isLibraryFunction(const FunctionDecl &FD) {
     if (const auto *NS = dyn_cast<NamespaceDecl>(DC))
       if (NS->getIdentifier())
         Top = NS->getName();
-  return Top == "torch" || Top == "at" || Top == "c10" || Top == "caffe2";
+  return Top == "torch" || Top == "at" || Top == "c10" || Top == "caffe2" ||
+         Top == "std";
 }
 
 void TensorModel::hostReadOperands(const Stmt &S,

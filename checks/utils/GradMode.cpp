@@ -97,8 +97,9 @@ effectBefore(const CompoundStmt &CS, const Stmt *Child, const ASTContext &Ctx,
     --It;
     const Stmt *Prev = *It;
     if (const auto *DS = dyn_cast<DeclStmt>(Prev)) {
-      for (auto D = DS->decl_rbegin(); D != DS->decl_rend(); ++D) {
-        const auto *VD = dyn_cast<VarDecl>(*D);
+      llvm::SmallVector<const Decl *, 2> Decls(DS->decls());
+      for (const Decl *D : llvm::reverse(Decls)) {
+        const auto *VD = dyn_cast<VarDecl>(D);
         if (!VD)
           continue;
         switch (guardEffect(*VD, Ctx, ExtraGuardTypes)) {
@@ -145,7 +146,8 @@ GradModeAt GradModeOracle::at(const Stmt &S, unsigned Depth) {
       if (!Class || !Class->isLambda())
         return callersOf(*Method, Depth);
       DynTypedNodeList ClassParents = Ctx.getParents(*Class);
-      Lambda = ClassParents.empty() ? nullptr : ClassParents[0].get<LambdaExpr>();
+      Lambda =
+          ClassParents.empty() ? nullptr : ClassParents[0].get<LambdaExpr>();
       if (!Lambda)
         return GradModeAt::Unknown;
     }
@@ -173,9 +175,9 @@ GradModeAt GradModeOracle::at(const Stmt &S, unsigned Depth) {
 namespace {
 class CallerIndexer : public RecursiveASTVisitor<CallerIndexer> {
 public:
-  using Map = llvm::DenseMap<const FunctionDecl *,
-                             std::pair<llvm::SmallVector<const CallExpr *, 2>,
-                                       unsigned>>;
+  using Map = llvm::DenseMap<
+      const FunctionDecl *,
+      std::pair<llvm::SmallVector<const CallExpr *, 2>, unsigned>>;
   explicit CallerIndexer(Map &M) : M(M) {}
   bool shouldVisitLambdaBody() const { return true; }
   bool VisitCallExpr(CallExpr *Call) {
@@ -212,8 +214,9 @@ void GradModeOracle::buildIndex() {
   }
 }
 
-static void collectOverridden(const CXXMethodDecl &MD,
-                              llvm::SmallVectorImpl<const FunctionDecl *> &Out) {
+static void
+collectOverridden(const CXXMethodDecl &MD,
+                  llvm::SmallVectorImpl<const FunctionDecl *> &Out) {
   for (const CXXMethodDecl *O : MD.overridden_methods()) {
     Out.push_back(O->getCanonicalDecl());
     collectOverridden(*O, Out);

@@ -192,8 +192,8 @@ private:
       Opaque = false;
     } else {
       const auto *MD = dyn_cast<CXXMethodDecl>(FD);
-      Opaque = !FD->hasBody() ||
-               (MD && MD->isVirtual() && !MD->getParent()->hasAttr<FinalAttr>());
+      Opaque = !FD->hasBody() || (MD && MD->isVirtual() &&
+                                  !MD->getParent()->hasAttr<FinalAttr>());
     }
     if (!Opaque)
       return false;

@@ -37,8 +37,8 @@ struct TrainingLoopOptions {
   unsigned CalleeDepth = 3;
 };
 
-/// `t.backward()`, `torch::autograd::backward(...)`, `torch::autograd::grad(...)`
-/// or an extra backward function.
+/// `t.backward()`, `torch::autograd::backward(...)`,
+/// `torch::autograd::grad(...)` or an extra backward function.
 bool isBackwardCall(const CallExpr &Call, const TrainingLoopOptions &Opts);
 /// `optimizer.step()` on a torch::optim::Optimizer (or a class derived from
 /// it), or an extra step function.

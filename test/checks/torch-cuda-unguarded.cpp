@@ -424,6 +424,27 @@ void pass_availability(torch::Tensor &x) {
   guarded_parameter(x, has_cuda);
 }
 
+// The device selection of the LibTorch MNIST and DCGAN examples.
+void mnist_example(std::shared_ptr<Net> net) {
+  torch::DeviceType device_type;
+  if (torch::cuda::is_available()) {
+    log_line("CUDA available! Training on GPU.");
+    device_type = torch::kCUDA;
+  } else {
+    device_type = torch::kCPU;
+  }
+  torch::Device device(device_type);
+  net->to(device);
+}
+
+void dcgan_example(std::shared_ptr<Net> net) {
+  torch::Device device(torch::kCPU);
+  if (torch::cuda::is_available()) {
+    device = torch::Device(torch::kCUDA);
+  }
+  net->to(device);
+}
+
 void suppressed(torch::Tensor &x) {
   x = x.cuda(); // NOLINT(torch-cuda-unguarded)
 }

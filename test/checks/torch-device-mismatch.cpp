@@ -165,7 +165,18 @@ void inside_lambda() {
   run();
 }
 
+void reference_parameter_moved_here(Net &net, torch::Device device) {
+  net->to(device);
+  auto sample = torch::randn({1, 4});
+  net->forward(sample);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'sample' on CPU; this crashes on a machine where 'device' is CUDA
+}
+
 // --- Negatives -------------------------------------------------------------
+
+void reference_parameter_not_moved(Net &net) {
+  net->forward(torch::randn({1, 4}));
+}
 
 void both_moved_with_same_device(torch::Device device) {
   Net net;

@@ -54,7 +54,7 @@ void gradient_norms(torch::optim::Optimizer &optimizer, std::vector<torch::Tenso
     optimizer.step();
     for (int k = 0; k < 3; ++k)
       log_value(w.sum().item<float>());
-    // CHECK-MESSAGES-DEPTH: :[[@LINE-1]]:26: warning: 'w.sum().item<float>()' synchronises
+    // CHECK-MESSAGES-DEPTH: :[[@LINE-1]]:25: warning: 'w.sum().item<float>()' synchronises
     for (int k = 0; k < 3; ++k)
       for (int j = 0; j < 3; ++j)
         log_value(w.sum().item<float>());

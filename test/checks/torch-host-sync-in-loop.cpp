@@ -79,7 +79,7 @@ void synchronize_every_step(Net &model, torch::optim::Optimizer &optimizer) {
     optimizer.step();
     torch::cuda::synchronize();
     // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'torch::cuda::synchronize()' blocks the host until the GPU is idle on every training step; the GPU idles while the host launches the next kernels; synchronise under a condition (e.g. every N steps) or not at all
-    // CHECK-MESSAGES: :[[@LINE-3]]:15: note: inside this training loop, which calls 'step()'
+    // CHECK-MESSAGES: :[[@LINE-4]]:40: note: inside this training loop, which calls 'backward()'
   }
 }
 

@@ -34,11 +34,29 @@ void train(bool gpu) {
     // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: 'output.cpu()' synchronises
     torch::cuda::synchronize();
     // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'torch::cuda::synchronize()' blocks the host until the GPU is idle on every training step
+    auto on_host = output.to(torch::kCPU);
+    // CHECK-MESSAGES: :[[@LINE-1]]:27: warning: 'output.to(torch::kCPU)' synchronises
     auto on_device = output.to(device);
+    auto pending = output.to(torch::kCPU, /*non_blocking=*/true);
     if (step % 100 == 0)
       std::cout << "loss " << loss.item<float>() << "\n";
   }
   std::cout << running << "\n";
+}
+
+void symbolic_device(bool gpu) {
+  torch::Device device(gpu ? torch::kCUDA : torch::kCPU);
+  Net model;
+  model->to(device);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  for (int step = 0; step < 1000; ++step) {
+    auto loss = model->forward(next_input().to(device)).sum();
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    std::cout << loss.item<float>() << "\n";
+    // CHECK-MESSAGES: :[[@LINE-1]]:23: warning: 'loss.item<float>()' synchronises the host with the GPU on every training step where 'device' is CUDA
+  }
 }
 
 void accumulate_on_device() {

@@ -179,6 +179,67 @@ TEST(TensorFlowAnalysis, PendingDeviceToHostCopies) {
   EXPECT_TRUE(pendingAt("void f() { bool nb = true; auto d = torch::randn({2}).cuda(); auto h = d.to(torch::kCPU, nb); probe(h); }"));
 }
 
+TEST(TensorFlowAnalysis, PendingCopiesHelpersAndReads) {
+  auto pendingAt = [](const std::string &Body) {
+    Probe P = analyse(Body);
+    return !P.Facts.empty() && P.Facts[0].PendingDeviceToHostCopy != nullptr;
+  };
+  const std::string Copy = "auto d = torch::randn({2}).cuda(); auto h = d.to(torch::kCPU, true); ";
+  // A helper whose visible body synchronises, a few calls down, is a sync.
+  EXPECT_FALSE(pendingAt("void w() { torch::cuda::synchronize(); } void v() { w(); } void f() { " + Copy + "v(); probe(h); }"));
+  EXPECT_FALSE(pendingAt("void f() { auto s = [] { torch::cuda::synchronize(); }; " + Copy + "s(); probe(h); }"));
+  // An opaque one is not.
+  EXPECT_TRUE(pendingAt("void w(); void f() { " + Copy + "w(); probe(h); }"));
+  // Passing the tensor to a user function reads it: later reads are not the
+  // first. Handing it to the standard library does not.
+  EXPECT_FALSE(pendingAt("void use(const torch::Tensor &); void f() { " + Copy + "use(h); probe(h); }"));
+  EXPECT_TRUE(pendingAt("void f() { " + Copy + "std::vector<torch::Tensor> v; v.push_back(h); probe(h); }"));
+}
+
+TEST(TensorModel, HostReadsOnTensorBase) {
+  // LibTorch >= 1.11 declares data_ptr and accessor on at::TensorBase.
+  std::unique_ptr<ASTUnit> AST = tooling::buildASTFromCodeWithArgs(
+      "namespace at { struct TensorBase { void *data_ptr() const; void *sizes() const; }; }\n"
+      "void f(const at::TensorBase &t) { t.data_ptr(); t.sizes(); }\n",
+      {"-std=c++17"}, "input.cpp");
+  ASSERT_TRUE(AST);
+  auto Calls = match(cxxMemberCallExpr().bind("c"), AST->getASTContext());
+  ASSERT_EQ(Calls.size(), 2u);
+  unsigned Reads = 0;
+  for (const auto &M : Calls)
+    Reads += TensorModel::hostReadOperand(*M.getNodeAs<CallExpr>("c")) != nullptr;
+  EXPECT_EQ(Reads, 1u);
+}
+
+TEST(TorchApi, ExtraSyncFunctionsCoverMethods) {
+  std::unique_ptr<ASTUnit> AST = tooling::buildASTFromCodeWithArgs(
+      "#include <torch/torch.h>\n"
+      "namespace p { struct Q { void drain(); void push(); }; }\n"
+      "void f(p::Q &q) { q.drain(); q.push(); }\n",
+      {"-std=c++17", "-isystem", TORCH_TIDY_TEST_INPUTS,
+       "-resource-dir=" TORCH_TIDY_CLANG_RESOURCE_DIR},
+      "input.cpp");
+  ASSERT_TRUE(AST);
+  auto Calls = match(cxxMemberCallExpr(on(declRefExpr(to(varDecl(hasName("q"))))))
+                         .bind("c"),
+                     AST->getASTContext());
+  ASSERT_EQ(Calls.size(), 2u);
+  TorchApiOptions Opts;
+  for (const auto &M : Calls)
+    EXPECT_FALSE(isSynchronizeCall(*M.getNodeAs<CallExpr>("c"), Opts));
+  Opts.ExtraSyncFunctions = {"::p::Q::drain"};
+  unsigned Syncs = 0;
+  for (const auto &M : Calls)
+    Syncs += isSynchronizeCall(*M.getNodeAs<CallExpr>("c"), Opts);
+  EXPECT_EQ(Syncs, 1u);
+}
+
+TEST(TensorFlowAnalysis, InfiniteLoopsAndBrokenCode) {
+  // `for (;;)` prunes its exit edge: the CFG then has null successors.
+  EXPECT_EQ(deviceAt("void f() { auto x = torch::randn({2}); for (;;) { probe(x); } }"), "CPU");
+  EXPECT_EQ(deviceAt("void f() { auto x = torch::randn({2}).cuda(); while (true) { probe(x); undeclared(); } }"), "CUDA");
+}
+
 TEST(TensorFlowAnalysis, IterationCap) {
   std::string Body = "void f(int n) { auto x = torch::randn({2});";
   for (int I = 0; I < 30; ++I)

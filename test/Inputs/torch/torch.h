@@ -1,5 +1,6 @@
 #pragma once
 // Mock of <torch/torch.h>: what the real umbrella header brings in.
+#include <torch/autograd.h>
 #include <torch/cuda.h>
 #include <torch/data.h>
 #include <torch/nn.h>

@@ -1,0 +1,256 @@
+//===--- InferenceWithoutNoGradCheck.cpp - torch-tidy ---------------------===//
+
+#include "InferenceWithoutNoGradCheck.h"
+#include "analysis/TorchApi.h"
+#include "clang-tidy/utils/OptionsUtils.h"
+#include "utils/GradMode.h"
+#include "utils/TorchMatchers.h"
+#include "clang/AST/ParentMapContext.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+
+using namespace clang::ast_matchers;
+
+namespace clang::tidy::torch {
+
+InferenceWithoutNoGradCheck::InferenceWithoutNoGradCheck(
+    StringRef Name, ClangTidyContext *Context)
+    : ClangTidyCheck(Name, Context),
+      RawBackwardFunctions(Options.get("BackwardFunctions", "")),
+      RawGuardTypes(Options.get("GuardTypes", "")) {
+  for (StringRef F : utils::options::parseStringList(RawBackwardFunctions))
+    if (!F.trim().empty())
+      LoopOptions.ExtraBackwardFunctions.push_back(F.trim().str());
+  for (StringRef T : utils::options::parseStringList(RawGuardTypes))
+    if (!T.trim().empty())
+      GuardTypes.push_back(T.trim().str());
+}
+
+InferenceWithoutNoGradCheck::~InferenceWithoutNoGradCheck() = default;
+
+void InferenceWithoutNoGradCheck::storeOptions(
+    ClangTidyOptions::OptionMap &Opts) {
+  Options.store(Opts, "BackwardFunctions", RawBackwardFunctions);
+  Options.store(Opts, "GuardTypes", RawGuardTypes);
+}
+
+void InferenceWithoutNoGradCheck::registerMatchers(MatchFinder *Finder) {
+  Finder->addMatcher(callExpr(unless(isExpansionInSystemHeader()),
+                              unless(isInTemplateInstantiation()))
+                         .bind("call"),
+                     this);
+}
+
+void InferenceWithoutNoGradCheck::onStartOfTranslationUnit() {
+  Oracle.reset();
+  OracleContext = nullptr;
+  Reported.clear();
+}
+
+namespace {
+
+/// How far tensors computed in a loop reach beyond one iteration.
+enum class Escape { None, Function, OutOfFunction };
+
+/// Finds stores of tensors (or containers of them) into storage that
+/// outlives one iteration of \p Scope, and tensor-returning `return`s.
+class EscapeFinder : public RecursiveASTVisitor<EscapeFinder> {
+public:
+  EscapeFinder(const Stmt &Scope, const ASTContext &Ctx)
+      : Scope(Scope), Ctx(Ctx) {}
+
+  bool shouldVisitLambdaBody() const { return true; }
+
+  bool TraverseLambdaExpr(LambdaExpr *L) {
+    // A `return` in a lambda returns to the lambda's caller, not out of the
+    // function.
+    ++LambdaDepth;
+    bool R = RecursiveASTVisitor::TraverseLambdaExpr(L);
+    --LambdaDepth;
+    return R;
+  }
+
+  bool VisitReturnStmt(ReturnStmt *RS) {
+    if (LambdaDepth == 0 && RS->getRetValue() &&
+        carriesTensor(RS->getRetValue()->getType()))
+      note(Escape::OutOfFunction);
+    return true;
+  }
+
+  bool VisitBinaryOperator(BinaryOperator *BO) {
+    if (BO->isAssignmentOp() && carriesTensor(BO->getLHS()->getType()))
+      store(BO->getLHS());
+    return true;
+  }
+
+  bool VisitCallExpr(CallExpr *Call) {
+    // Assignments and in-place operators on tensors, push_back, insert,
+    // add_, ...: an object that outlives the iteration and receives a
+    // tensor. Also a function that takes such an object by non-const
+    // reference or pointer.
+    const FunctionDecl *FD = Call->getDirectCallee();
+    const CXXMethodDecl *MD = dyn_cast_or_null<CXXMethodDecl>(FD);
+    const Expr *Obj = nullptr;
+    unsigned Offset = 0;
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call)) {
+      Obj = Member->getImplicitObjectArgument();
+    } else if (isa<CXXOperatorCallExpr>(Call) && MD && Call->getNumArgs()) {
+      Obj = Call->getArg(0);
+      Offset = 1;
+    }
+    bool TensorArgument = false;
+    for (unsigned I = Offset; I < Call->getNumArgs(); ++I)
+      TensorArgument |= carriesTensor(Call->getArg(I)->getType());
+    if (!TensorArgument)
+      return true;
+    if (MD && Obj && carriesTensor(Obj->getType()) &&
+        mutates(*MD, isTensorType(Obj->getType())))
+      store(Obj);
+    if (!FD)
+      return true;
+    for (unsigned I = Offset; I < Call->getNumArgs(); ++I) {
+      unsigned P = I - Offset;
+      if (P >= FD->getNumParams())
+        break;
+      QualType PT = FD->getParamDecl(P)->getType();
+      bool Mutable = (PT->isReferenceType() || PT->isPointerType()) &&
+                     !PT->getPointeeType().isConstQualified() &&
+                     !PT->isRValueReferenceType();
+      if (!Mutable)
+        continue;
+      const Expr *Arg = Call->getArg(I)->IgnoreParenImpCasts();
+      if (const auto *UO = dyn_cast<UnaryOperator>(Arg);
+          UO && UO->getOpcode() == UO_AddrOf)
+        Arg = UO->getSubExpr();
+      if (carriesTensor(Arg->getType()))
+        store(Arg);
+    }
+    return true;
+  }
+
+  Escape Result = Escape::None;
+
+private:
+  /// LibTorch declares in-place tensor methods const: for a tensor, the
+  /// assignment operators and the `*_` methods mutate.
+  static bool mutates(const CXXMethodDecl &MD, bool OnTensor) {
+    if (!OnTensor)
+      return !MD.isConst();
+    if (MD.isOverloadedOperator())
+      return isAssignmentOperator(MD.getOverloadedOperator());
+    return MD.getIdentifier() && MD.getName().ends_with("_");
+  }
+  static bool isAssignmentOperator(OverloadedOperatorKind K) {
+    switch (K) {
+    case OO_Equal:
+    case OO_PlusEqual:
+    case OO_MinusEqual:
+    case OO_StarEqual:
+    case OO_SlashEqual:
+    case OO_PercentEqual:
+    case OO_AmpEqual:
+    case OO_PipeEqual:
+    case OO_CaretEqual:
+    case OO_LessLessEqual:
+    case OO_GreaterGreaterEqual:
+      return true;
+    default:
+      return false;
+    }
+  }
+  void store(const Expr *Target) {
+    StorageRoot Root = classifyStorage(Target, Scope, Ctx);
+    if (Root.Kind == LoopStorage::PerIteration)
+      return;
+    note(Root.Kind == LoopStorage::LocalOutsideLoop ? Escape::Function
+                                                    : Escape::OutOfFunction);
+  }
+  void note(Escape E) {
+    if (static_cast<int>(E) > static_cast<int>(Result))
+      Result = E;
+  }
+
+  const Stmt &Scope;
+  const ASTContext &Ctx;
+  unsigned LambdaDepth = 0;
+};
+
+} // namespace
+
+static Escape findEscape(const Stmt &Scope, ASTContext &Ctx) {
+  EscapeFinder Finder(Scope, Ctx);
+  Finder.TraverseStmt(const_cast<Stmt *>(&Scope));
+  return Finder.Result;
+}
+
+/// The body of the function that contains \p S, walking out of lambdas.
+static const Stmt *outermostFunctionBody(const Stmt &S, ASTContext &Ctx) {
+  DynTypedNode Node = DynTypedNode::create(S);
+  for (unsigned Depth = 0; Depth < 1024; ++Depth) {
+    DynTypedNodeList Parents = Ctx.getParents(Node);
+    if (Parents.empty())
+      return nullptr;
+    const DynTypedNode &P = Parents[0];
+    if (const auto *FD = P.get<FunctionDecl>()) {
+      const auto *MD = dyn_cast<CXXMethodDecl>(FD);
+      if (!MD || !MD->getParent()->isLambda())
+        return FD->getBody();
+      DynTypedNodeList ClassParents = Ctx.getParents(*MD->getParent());
+      if (ClassParents.empty())
+        return nullptr;
+      Node = ClassParents[0];
+      continue;
+    }
+    Node = P;
+  }
+  return nullptr;
+}
+
+void InferenceWithoutNoGradCheck::check(
+    const MatchFinder::MatchResult &Result) {
+  const auto *Call = Result.Nodes.getNodeAs<CallExpr>("call");
+  ASTContext &Ctx = *Result.Context;
+  ModuleCall MC;
+  if (!Call || Call->isTypeDependent() || !matchModuleCall(*Call, MC))
+    return;
+  if (Call->getBeginLoc().isMacroID())
+    return;
+  EnclosingLoop Enclosing = findEnclosingLoop(*Call, Ctx);
+  if (!Enclosing.Loop || Reported.contains(Enclosing.Loop))
+    return;
+  const Stmt &Loop = *Enclosing.Loop;
+
+  // 1. A backward pass or optimizer step in the loop, or a call that may run
+  //    one: a training loop.
+  if (mayCallBackward(Loop, Ctx, LoopOptions))
+    return;
+  // 2. Tensors that leave the iteration may meet a backward later.
+  Escape E = findEscape(Loop, Ctx);
+  if (E == Escape::OutOfFunction)
+    return;
+  if (E == Escape::Function) {
+    const Stmt *Body = outermostFunctionBody(Loop, Ctx);
+    if (!Body || mayCallBackward(*Body, Ctx, LoopOptions) ||
+        findEscape(*Body, Ctx) == Escape::OutOfFunction)
+      return;
+  }
+  // 3. Autograd provably records here.
+  if (!Oracle || OracleContext != &Ctx) {
+    Oracle = std::make_unique<GradModeOracle>(Ctx, GuardTypes);
+    OracleContext = &Ctx;
+  }
+  if (Oracle->at(*Call) != GradModeAt::Enabled)
+    return;
+
+  Reported.insert(&Loop);
+  diag(Call->getBeginLoc(),
+       "module forward in a loop that never calls backward() runs without "
+       "torch::NoGradGuard; autograd records the graph and keeps every "
+       "activation for a backward that never comes (evaluation or "
+       "validation loop?)");
+  diag(Loop.getBeginLoc(),
+       "this loop runs no backward() or optimizer step; declare "
+       "'torch::NoGradGuard no_grad;' before it",
+       DiagnosticIDs::Note);
+}
+
+} // namespace clang::tidy::torch

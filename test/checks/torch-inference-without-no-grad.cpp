@@ -1,0 +1,261 @@
+// REQUIRES: check-torch-inference-without-no-grad
+// RUN: %check_torch_tidy %s torch-inference-without-no-grad %t
+
+#include <torch/torch.h>
+#include <functional>
+#include <vector>
+
+struct NetImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x);
+};
+TORCH_MODULE(Net);
+
+std::vector<torch::Tensor> load_batches();
+void log_accuracy(double acc);
+void train_step_elsewhere(torch::Tensor loss);
+
+// --- Positives -------------------------------------------------------------
+
+double evaluate(Net &net, const std::vector<torch::Tensor> &batches) {
+  double correct = 0;
+  net->eval();
+  for (const auto &x : batches) {
+    auto out = net->forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:16: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard; autograd records the graph and keeps every activation for a backward that never comes (evaluation or validation loop?) [torch-inference-without-no-grad]
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop runs no backward() or optimizer step; declare 'torch::NoGradGuard no_grad;' before it
+    correct += out.argmax(1).sum().item<double>();
+  }
+  return correct;
+}
+
+void holder_call_in_while(Net net) {
+  auto batches = load_batches();
+  size_t i = 0;
+  while (i < batches.size()) {
+    auto y = net(batches[i++]);
+    // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop runs no backward()
+    log_accuracy(y.mean().item<double>());
+  }
+}
+
+void shared_ptr_module(std::shared_ptr<NetImpl> model) {
+  for (int i = 0; i < 10; ++i) {
+    torch::Tensor out = model->forward(torch::randn({1, 4}));
+    // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop
+  }
+}
+
+void guard_in_a_sibling_block(Net &net) {
+  for (const auto &x : load_batches()) {
+    {
+      torch::NoGradGuard no_grad; // ends before the forward
+    }
+    net->forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-6]]:3: note: this loop
+  }
+}
+
+void guard_after_the_forward(Net &net) {
+  for (const auto &x : load_batches()) {
+    auto out = net(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:16: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop
+    torch::NoGradGuard too_late;
+  }
+}
+
+void inference_mode_false(Net &net) {
+  c10::InferenceMode off(false);
+  for (const auto &x : load_batches()) {
+    net->forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop
+  }
+}
+
+void re_enabled_inside_a_guard(Net &net) {
+  torch::NoGradGuard no_grad;
+  for (const auto &x : load_batches()) {
+    torch::AutoGradMode enable(true);
+    net->forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-4]]:3: note: this loop
+  }
+}
+
+void validation_loop_after_training(Net &net, torch::optim::SGD &opt) {
+  for (const auto &x : load_batches()) {
+    opt.zero_grad();
+    auto loss = net->forward(x).sum();
+    loss.backward();
+    opt.step();
+  }
+  double total = 0;
+  for (const auto &x : load_batches()) {
+    total += net->forward(x).sum().item<double>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop
+  }
+  log_accuracy(total);
+}
+
+void forward_in_a_lambda_in_the_loop(Net &net) {
+  for (const auto &x : load_batches()) {
+    auto run = [&] { return net->forward(x); };
+    // CHECK-MESSAGES: :[[@LINE-1]]:29: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop
+    log_accuracy(run().mean().item<double>());
+  }
+}
+
+void called_without_guard(Net &net) {
+  for (const auto &x : load_batches()) {
+    net->forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop
+  }
+}
+void unguarded_caller(Net &net) { called_without_guard(net); }
+
+void one_warning_per_loop(Net &encoder, Net &decoder) {
+  for (const auto &x : load_batches()) {
+    auto h = encoder(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: module forward in a loop that never calls backward()
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop
+    auto y = decoder(h);
+    log_accuracy(y.sum().item<double>());
+  }
+}
+
+// --- Negatives -------------------------------------------------------------
+
+double evaluate_with_guard(Net &net) {
+  torch::NoGradGuard no_grad;
+  double correct = 0;
+  for (const auto &x : load_batches())
+    correct += net->forward(x).sum().item<double>();
+  return correct;
+}
+
+void guard_inside_the_loop(Net &net) {
+  for (const auto &x : load_batches()) {
+    torch::NoGradGuard no_grad;
+    net->forward(x);
+  }
+}
+
+void inference_mode(Net &net) {
+  c10::InferenceMode guard;
+  for (const auto &x : load_batches())
+    net->forward(x);
+}
+
+void autograd_mode_false(Net &net) {
+  torch::AutoGradMode disable(false);
+  for (const auto &x : load_batches())
+    net->forward(x);
+}
+
+void guard_in_an_enclosing_scope(Net &net) {
+  torch::NoGradGuard no_grad;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (const auto &x : load_batches())
+      net->forward(x);
+  }
+}
+
+void training_loop(Net &net, torch::optim::Adam &opt) {
+  for (const auto &x : load_batches()) {
+    opt.zero_grad();
+    auto loss = net->forward(x).sum();
+    loss.backward();
+    opt.step();
+  }
+}
+
+void autograd_backward_function(Net &net) {
+  for (const auto &x : load_batches()) {
+    auto loss = net(x).sum();
+    torch::autograd::backward({loss});
+  }
+}
+
+void gradient_accumulation_after_the_loop(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches())
+    total = total + net->forward(x).sum();
+  total.backward();
+}
+
+void micro_batches_in_an_outer_training_loop(Net &net, torch::optim::SGD &opt) {
+  for (int step = 0; step < 100; ++step) {
+    std::vector<torch::Tensor> outs;
+    for (const auto &x : load_batches())
+      outs.push_back(net(x));
+    torch::stack(outs).sum().backward();
+    opt.step();
+  }
+}
+
+void helper_with_backward(torch::Tensor loss) { loss.backward(); }
+void backward_in_a_visible_helper(Net &net) {
+  for (const auto &x : load_batches())
+    helper_with_backward(net->forward(x).sum());
+}
+
+void backward_in_an_opaque_helper(Net &net) {
+  for (const auto &x : load_batches())
+    train_step_elsewhere(net->forward(x).sum());
+}
+
+torch::Tensor returns_outputs_to_the_caller(Net &net) {
+  std::vector<torch::Tensor> outs;
+  for (const auto &x : load_batches())
+    outs.push_back(net(x));
+  return torch::stack(outs);
+}
+
+void guarded_only_by_its_caller(Net &net) {
+  for (const auto &x : load_batches())
+    net->forward(x);
+}
+void the_unique_caller(Net &net) {
+  torch::NoGradGuard no_grad;
+  guarded_only_by_its_caller(net);
+}
+
+void lambda_called_under_a_guard(Net &net) {
+  auto eval = [&] {
+    for (const auto &x : load_batches())
+      net->forward(x);
+  };
+  torch::NoGradGuard no_grad;
+  eval();
+}
+
+void lambda_defined_under_a_guard(Net &net) {
+  torch::NoGradGuard no_grad;
+  std::function<void()> eval = [&] {
+    for (const auto &x : load_batches())
+      net->forward(x);
+  };
+  eval();
+}
+
+void runtime_grad_mode(Net &net, bool training) {
+  torch::AutoGradMode mode(training);
+  for (const auto &x : load_batches())
+    net->forward(x);
+}
+
+void not_in_a_loop(Net &net) { net->forward(torch::randn({1, 4})); }
+
+void (*escaping_address)(Net &) = nullptr;
+void address_taken(Net &net) {
+  for (const auto &x : load_batches())
+    net->forward(x);
+}
+void install() { escaping_address = &address_taken; }

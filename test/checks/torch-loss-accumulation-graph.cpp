@@ -1,0 +1,278 @@
+// REQUIRES: check-torch-loss-accumulation-graph
+// RUN: %check_torch_tidy %s torch-loss-accumulation-graph %t
+
+#include <torch/torch.h>
+#include <vector>
+
+struct NetImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x);
+};
+TORCH_MODULE(Net);
+
+std::vector<torch::Tensor> load_batches();
+void report(const torch::Tensor &t);
+void report(double v);
+
+// --- Positives -------------------------------------------------------------
+
+void pytorch_faq_training_loop(Net &net, torch::optim::SGD &opt) {
+  torch::Tensor total_loss = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    opt.zero_grad();
+    auto loss = net->forward(x).sum();
+    loss.backward();
+    opt.step();
+    total_loss += loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is accumulated into 'total_loss', declared outside the loop; every iteration's graph stays alive and memory grows with each step [torch-loss-accumulation-graph]
+    // CHECK-FIXES: {{^}}    total_loss += loss.detach();{{$}}
+  }
+  report(total_loss);
+}
+
+void assign_sum(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    auto loss = torch::nn::functional::mse_loss(net(x), x);
+    total = total + loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is accumulated into 'total', declared outside the loop
+    // CHECK-FIXES: {{^}}    total = total + loss.detach();{{$}}
+  }
+  report(total);
+}
+
+void assign_sum_reversed(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    torch::Tensor loss = net->forward(x).mean();
+    total = loss + total;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is accumulated into 'total', declared outside the loop
+    // CHECK-FIXES: {{^}}    total = loss.detach() + total;{{$}}
+  }
+  report(total);
+}
+
+void append_to_a_vector(Net &net) {
+  std::vector<torch::Tensor> losses;
+  for (const auto &x : load_batches()) {
+    auto loss = net->forward(x).sum();
+    losses.push_back(loss);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is appended to 'losses', declared outside the loop
+    // CHECK-FIXES: {{^}}    losses.push_back(loss.detach());{{$}}
+  }
+  report(torch::stack(losses));
+}
+
+void emplace_module_outputs(Net &net) {
+  std::vector<torch::Tensor> outputs;
+  for (const auto &x : load_batches()) {
+    outputs.emplace_back(net->forward(x));
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'net->forward(x)' is still attached to its autograd graph and is appended to 'outputs', declared outside the loop
+    // CHECK-FIXES: {{^}}    outputs.emplace_back(net->forward(x).detach());{{$}}
+  }
+  report(torch::stack(outputs));
+}
+
+class Trainer {
+public:
+  void train_epoch(torch::optim::Adam &opt) {
+    for (const auto &x : load_batches()) {
+      opt.zero_grad();
+      auto loss = net_(x).sum();
+      loss.backward();
+      opt.step();
+      epoch_loss_ += loss;
+      // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: 'loss' is still attached to its autograd graph and is accumulated into member 'epoch_loss_'
+      // CHECK-FIXES: {{^}}      epoch_loss_ += loss.detach();{{$}}
+    }
+  }
+
+private:
+  Net net_;
+  torch::Tensor epoch_loss_;
+};
+
+void arithmetic_on_the_loss(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    auto loss = net->forward(x).sum();
+    total += loss * 0.5;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss * 0.5' is still attached to its autograd graph and is accumulated into 'total', declared outside the loop
+    // CHECK-FIXES: {{^}}    total += (loss * 0.5).detach();{{$}}
+  }
+  report(total);
+}
+
+void in_place_add(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    auto out = net(x);
+    total.add_(out.sum());
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'out.sum()' is still attached to its autograd graph and is accumulated into 'total', declared outside the loop
+    // CHECK-FIXES: {{^}}    total.add_(out.sum().detach());{{$}}
+  }
+  report(total);
+}
+
+struct Stats {
+  torch::Tensor total;
+  int steps = 0;
+};
+void field_of_a_local(Net &net) {
+  Stats stats;
+  for (const auto &x : load_batches()) {
+    auto loss = net->forward(x).sum();
+    stats.total += loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is accumulated into 'stats.total', declared outside the loop
+    // CHECK-FIXES: {{^}}    stats.total += loss.detach();{{$}}
+  }
+  report(stats.total);
+}
+
+void parameter_in_a_training_loop(Net &net, torch::optim::SGD &opt,
+                                  torch::Tensor &running) {
+  for (const auto &x : load_batches()) {
+    auto loss = net->forward(x).sum();
+    loss.backward();
+    opt.step();
+    running += loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is accumulated into parameter 'running'
+    // CHECK-FIXES: {{^}}    running += loss.detach();{{$}}
+  }
+}
+
+void accumulated_in_a_lambda(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    [&] {
+      auto loss = net(x).sum();
+      total += loss;
+      // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: 'loss' is still attached to its autograd graph and is accumulated into 'total', declared outside the loop
+      // CHECK-FIXES: {{^}}      total += loss.detach();{{$}}
+    }();
+  }
+  report(total);
+}
+
+// --- Negatives -------------------------------------------------------------
+
+void item_into_a_double(Net &net) {
+  double total = 0;
+  for (const auto &x : load_batches()) {
+    auto loss = net->forward(x).sum();
+    total += loss.item<double>();
+  }
+  report(total);
+}
+
+void detached(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    auto loss = net->forward(x).sum();
+    total += loss.detach();
+  }
+  report(total);
+}
+
+void under_no_grad(Net &net) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    auto loss = net->forward(x).sum();
+    total += loss;
+  }
+  report(total);
+}
+
+void sum_under_a_nested_guard(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    auto loss = net->forward(x).sum();
+    {
+      torch::NoGradGuard no_grad;
+      total += loss;
+    }
+  }
+  report(total);
+}
+
+void accumulator_inside_the_loop(Net &net) {
+  for (const auto &x : load_batches()) {
+    torch::Tensor step_total = torch::zeros({});
+    auto loss = net->forward(x).sum();
+    step_total += loss;
+    report(step_total);
+  }
+}
+
+void reset_every_iteration(Net &net) {
+  torch::Tensor total;
+  std::vector<torch::Tensor> parts;
+  for (const auto &x : load_batches()) {
+    total = torch::zeros({});
+    parts.clear();
+    auto loss = net->forward(x).sum();
+    total += loss;
+    parts.push_back(loss);
+    report(total);
+  }
+}
+
+void gradient_accumulation_then_backward(Net &net, torch::optim::SGD &opt) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    auto loss = net->forward(x).sum();
+    total = total + loss;
+  }
+  total.backward();
+  opt.step();
+}
+
+void stacked_then_backward(Net &net) {
+  std::vector<torch::Tensor> losses;
+  for (const auto &x : load_batches())
+    losses.push_back(net->forward(x).sum());
+  torch::stack(losses).sum().backward();
+}
+
+torch::Tensor returned_to_the_caller(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches())
+    total += net->forward(x).sum();
+  return total;
+}
+
+void guarded_by_its_only_caller(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches())
+    total += net->forward(x).sum();
+  report(total);
+}
+void the_caller(Net &net) {
+  torch::NoGradGuard no_grad;
+  guarded_by_its_only_caller(net);
+}
+
+void parameter_outside_a_training_loop(Net &net, torch::Tensor &total) {
+  for (const auto &x : load_batches())
+    total += net->forward(x).sum();
+}
+
+void not_in_a_loop(Net &net) {
+  torch::Tensor total = torch::zeros({});
+  total += net->forward(torch::randn({1, 4})).sum();
+  report(total);
+}
+
+void factory_values_have_no_graph() {
+  torch::Tensor total = torch::zeros({});
+  for (int i = 0; i < 10; ++i)
+    total += torch::randn({1});
+  report(total);
+}
+
+void overwriting_is_not_accumulating(Net &net) {
+  torch::Tensor best = torch::zeros({});
+  for (const auto &x : load_batches())
+    best = net->forward(x).sum();
+  report(best);
+}
