@@ -68,6 +68,6 @@ void grad_penalty(Net &model) {
     auto x = next_input().requires_grad_(true);
     auto y = model(x).sum();
     auto g = torch::autograd::grad({y}, {x});
-    std::cout << g[0].norm().item<double>() << '\n';
+    std::cout << g[0].sum().item<double>() << '\n';
   }
 }

@@ -23,6 +23,9 @@ using namespace clang::tidy::torch;
 namespace {
 
 struct Probe {
+  // Facts point into the AST (symbolic devices name their holder), so the
+  // probe keeps the AST alive.
+  std::unique_ptr<ASTUnit> AST;
   std::vector<ValueFacts> Facts;
   bool Converged = false;
 };
@@ -32,15 +35,15 @@ Probe analyse(const std::string &Body, unsigned VisitsPerBlock =
   std::string Code = "#include <torch/torch.h>\n"
                      "template <typename T> void probe(const T &);\n" +
                      Body;
-  std::unique_ptr<ASTUnit> AST = tooling::buildASTFromCodeWithArgs(
+  Probe Result;
+  Result.AST = tooling::buildASTFromCodeWithArgs(
       Code,
       {"-std=c++17", "-isystem", TORCH_TIDY_TEST_INPUTS,
        "-resource-dir=" TORCH_TIDY_CLANG_RESOURCE_DIR},
       "input.cpp");
-  Probe Result;
-  if (!AST)
+  if (!Result.AST)
     return Result;
-  ASTContext &Ctx = AST->getASTContext();
+  ASTContext &Ctx = Result.AST->getASTContext();
   auto Matches =
       match(functionDecl(hasName("f"), isDefinition()).bind("f"), Ctx);
   if (Matches.empty())
