@@ -2,6 +2,7 @@
 
 #include "CudaUnguardedCheck.h"
 #include "clang-tidy/utils/OptionsUtils.h"
+#include "utils/TorchMatchers.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 
@@ -14,18 +15,8 @@ CudaUnguardedCheck::CudaUnguardedCheck(StringRef Name,
     : ClangTidyCheck(Name, Context),
       GuardFunctions(Options.get("GuardFunctions", "")),
       DeviceSelectorFunctions(Options.get("DeviceSelectorFunctions", "")) {
-  // Names are compared with NamedDecl::getQualifiedNameAsString(), which
-  // has no leading "::".
-  auto Parse = [](StringRef List, std::vector<std::string> &Out) {
-    for (StringRef F : utils::options::parseStringList(List)) {
-      F = F.trim();
-      F.consume_front("::");
-      if (!F.empty())
-        Out.push_back(F.str());
-    }
-  };
-  Parse(GuardFunctions, GuardOptions.GuardFunctions);
-  Parse(DeviceSelectorFunctions, GuardOptions.DeviceSelectorFunctions);
+  GuardOptions.GuardFunctions = parseNameList(GuardFunctions);
+  GuardOptions.DeviceSelectorFunctions = parseNameList(DeviceSelectorFunctions);
 }
 
 void CudaUnguardedCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {

@@ -3,8 +3,8 @@
 #include "DeviceIndexUncheckedCheck.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/TorchMatchers.h"
+#include "utils/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
-#include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include <limits>
@@ -91,7 +91,7 @@ std::optional<LiteralOrdinal> stringOrdinal(const Expr *E) {
 const FunctionDecl *enclosingFunction(const Expr &E, ASTContext &Ctx) {
   DynTypedNode Node = DynTypedNode::create(E);
   for (unsigned Depth = 0; Depth < 1024; ++Depth) {
-    DynTypedNodeList Parents = Ctx.getParents(Node);
+    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(Node, Ctx);
     if (Parents.empty())
       return nullptr;
     const DynTypedNode &Parent = Parents[0];
@@ -336,7 +336,7 @@ void DeviceIndexUncheckedCheck::onStartOfTranslationUnit() {
 
 void DeviceIndexUncheckedCheck::registerMatchers(MatchFinder *Finder) {
   auto InUserCode = allOf(unless(isExpansionInSystemHeader()),
-                          unless(isInTemplateInstantiation()));
+                          unless(isInUserTemplateInstantiation()));
   // `Device(kCUDA, 1)`, `Device("cuda:1")`, and the `TensorOptions`
   // constructors that forward to them.
   Finder->addMatcher(

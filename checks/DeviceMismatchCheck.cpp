@@ -14,8 +14,7 @@ DeviceMismatchCheck::DeviceMismatchCheck(StringRef Name,
                                          ClangTidyContext *Context)
     : ClangTidyCheck(Name, Context),
       RawExtraFactories(Options.get("ExtraFactories", "")) {
-  for (StringRef F : utils::options::parseStringList(RawExtraFactories))
-    ApiOptions.ExtraFactories.push_back(F.str());
+  ApiOptions.ExtraFactories = parseNameList(RawExtraFactories);
 }
 
 void DeviceMismatchCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {

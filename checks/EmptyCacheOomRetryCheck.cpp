@@ -3,8 +3,8 @@
 #include "EmptyCacheOomRetryCheck.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/TorchMatchers.h"
+#include "utils/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
-#include "clang/AST/ParentMapContext.h"
 #include "clang/AST/StmtCXX.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
@@ -24,7 +24,7 @@ using DeclSet = llvm::SmallPtrSet<const Decl *, 8>;
 const CXXCatchStmt *enclosingHandler(const Stmt &S, ASTContext &Ctx) {
   DynTypedNode Node = DynTypedNode::create(S);
   for (unsigned Depth = 0; Depth < 512; ++Depth) {
-    DynTypedNodeList Parents = Ctx.getParents(Node);
+    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(Node, Ctx);
     if (Parents.empty())
       return nullptr;
     const auto *Parent = Parents[0].get<Stmt>();
@@ -59,7 +59,7 @@ bool isStatementLevelCall(const CallExpr &Call, ASTContext &Ctx) {
     return false;
   const Stmt *Current = &Call;
   for (unsigned Depth = 0; Depth < 64; ++Depth) {
-    DynTypedNodeList Parents = Ctx.getParents(*Current);
+    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(*Current, Ctx);
     if (Parents.size() != 1)
       return false;
     if (Parents[0].get<VarDecl>())
@@ -149,7 +149,10 @@ bool isChangedIn(const Decl *D, const Stmt &Region, ASTContext &Ctx) {
   if (!directChanges(D, Region, Ctx).empty())
     return true;
   // Passing by non-const reference, calling a non-const method, ...
-  return isa<VarDecl>(D) && ExprMutationAnalyzer(Region, Ctx).isMutated(D);
+  if (!isa<VarDecl>(D))
+    return false;
+  LimitedParentMapScope LocalParents(Region, Ctx);
+  return ExprMutationAnalyzer(Region, Ctx).isMutated(D);
 }
 
 /// True when \p D may change in \p Handler before \p Before.
@@ -312,7 +315,7 @@ void EmptyCacheOomRetryCheck::registerMatchers(MatchFinder *Finder) {
        utils::options::parseStringList(ExtraEmptyCacheFunctions))
     Names.push_back(Extra);
   Finder->addMatcher(callExpr(callee(functionDecl(hasAnyName(Names))),
-                              unless(isInTemplateInstantiation()),
+                              unless(isInUserTemplateInstantiation()),
                               unless(isExpansionInSystemHeader()))
                          .bind("call"),
                      this);
@@ -350,7 +353,7 @@ void EmptyCacheOomRetryCheck::check(const MatchFinder::MatchResult &Result) {
         !testsForOutOfMemory(*Catch->getHandlerBlock(), Ctx))
       return;
   }
-  DynTypedNodeList Parents = Ctx.getParents(*Catch);
+  llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(*Catch, Ctx);
   const auto *Try = Parents.empty() ? nullptr : Parents[0].get<CXXTryStmt>();
   if (!Try)
     return;

@@ -21,6 +21,7 @@
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/TorchMatchers.h"
 #include "utils/TrainingLoop.h"
+#include "utils/UserCodeParents.h"
 #include "clang/Lex/Lexer.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -34,10 +35,8 @@ HostSyncInLoopCheck::HostSyncInLoopCheck(StringRef Name,
       RawTrainingStepFunctions(Options.get("TrainingStepFunctions", "")),
       RawExtraSyncFunctions(Options.get("ExtraSyncFunctions", "")),
       MaxLoopDepth(std::max(1u, Options.get("MaxLoopDepth", 1u))) {
-  for (StringRef F : utils::options::parseStringList(RawTrainingStepFunctions))
-    LoopOptions.ExtraStepFunctions.push_back(F.str());
-  for (StringRef F : utils::options::parseStringList(RawExtraSyncFunctions))
-    ApiOptions.ExtraSyncFunctions.push_back(F.str());
+  LoopOptions.ExtraStepFunctions = parseNameList(RawTrainingStepFunctions);
+  ApiOptions.ExtraSyncFunctions = parseNameList(RawExtraSyncFunctions);
 }
 
 void HostSyncInLoopCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
@@ -182,7 +181,7 @@ void HostSyncInLoopCheck::check(const MatchFinder::MatchResult &Result) {
     llvm::SmallVector<const Stmt *, 2> LoopsOnPath;
     DynTypedNode Child = DynTypedNode::create(S);
     while (true) {
-      DynTypedNodeList Parents = Ctx.getParents(Child);
+      llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(Child, Ctx);
       if (Parents.size() != 1)
         return {};
       const DynTypedNode &Parent = Parents[0];

@@ -5,7 +5,7 @@
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/GradMode.h"
 #include "utils/TorchMatchers.h"
-#include "clang/AST/ParentMapContext.h"
+#include "utils/UserCodeParents.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
 using namespace clang::ast_matchers;
@@ -17,12 +17,8 @@ InferenceWithoutNoGradCheck::InferenceWithoutNoGradCheck(
     : ClangTidyCheck(Name, Context),
       RawBackwardFunctions(Options.get("BackwardFunctions", "")),
       RawGuardTypes(Options.get("GuardTypes", "")) {
-  for (StringRef F : utils::options::parseStringList(RawBackwardFunctions))
-    if (!F.trim().empty())
-      LoopOptions.ExtraBackwardFunctions.push_back(F.trim().str());
-  for (StringRef T : utils::options::parseStringList(RawGuardTypes))
-    if (!T.trim().empty())
-      GuardTypes.push_back(T.trim().str());
+  LoopOptions.ExtraBackwardFunctions = parseNameList(RawBackwardFunctions);
+  GuardTypes = parseNameList(RawGuardTypes);
 }
 
 InferenceWithoutNoGradCheck::~InferenceWithoutNoGradCheck() = default;
@@ -35,7 +31,7 @@ void InferenceWithoutNoGradCheck::storeOptions(
 
 void InferenceWithoutNoGradCheck::registerMatchers(MatchFinder *Finder) {
   Finder->addMatcher(callExpr(unless(isExpansionInSystemHeader()),
-                              unless(isInTemplateInstantiation()))
+                              unless(isInUserTemplateInstantiation()))
                          .bind("call"),
                      this);
 }
@@ -182,29 +178,6 @@ static Escape findEscape(const Stmt &Scope, ASTContext &Ctx) {
   return Finder.Result;
 }
 
-/// The body of the function that contains \p S, walking out of lambdas.
-static const Stmt *outermostFunctionBody(const Stmt &S, ASTContext &Ctx) {
-  DynTypedNode Node = DynTypedNode::create(S);
-  for (unsigned Depth = 0; Depth < 1024; ++Depth) {
-    DynTypedNodeList Parents = Ctx.getParents(Node);
-    if (Parents.empty())
-      return nullptr;
-    const DynTypedNode &P = Parents[0];
-    if (const auto *FD = P.get<FunctionDecl>()) {
-      const auto *MD = dyn_cast<CXXMethodDecl>(FD);
-      if (!MD || !MD->getParent()->isLambda())
-        return FD->getBody();
-      DynTypedNodeList ClassParents = Ctx.getParents(*MD->getParent());
-      if (ClassParents.empty())
-        return nullptr;
-      Node = ClassParents[0];
-      continue;
-    }
-    Node = P;
-  }
-  return nullptr;
-}
-
 void InferenceWithoutNoGradCheck::check(
     const MatchFinder::MatchResult &Result) {
   const auto *Call = Result.Nodes.getNodeAs<CallExpr>("call");
@@ -228,7 +201,7 @@ void InferenceWithoutNoGradCheck::check(
   if (E == Escape::OutOfFunction)
     return;
   if (E == Escape::Function) {
-    const Stmt *Body = outermostFunctionBody(Loop, Ctx);
+    const Stmt *Body = enclosingFunctionBody(Loop, Ctx);
     if (!Body || mayCallBackward(*Body, Ctx, LoopOptions) ||
         findEscape(*Body, Ctx) == Escape::OutOfFunction)
       return;

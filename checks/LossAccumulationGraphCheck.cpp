@@ -5,7 +5,7 @@
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/GradMode.h"
 #include "utils/TorchMatchers.h"
-#include "clang/AST/ParentMapContext.h"
+#include "utils/UserCodeParents.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Lex/Lexer.h"
 
@@ -13,21 +13,15 @@ using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
-static void parseList(StringRef Raw, std::vector<std::string> &Out) {
-  for (StringRef F : utils::options::parseStringList(Raw))
-    if (!F.trim().empty())
-      Out.push_back(F.trim().str());
-}
-
 LossAccumulationGraphCheck::LossAccumulationGraphCheck(
     StringRef Name, ClangTidyContext *Context)
     : ClangTidyCheck(Name, Context),
       RawBackwardFunctions(Options.get("BackwardFunctions", "")),
       RawAccumulatingFunctions(Options.get("AccumulatingFunctions", "")),
       RawGuardTypes(Options.get("GuardTypes", "")) {
-  parseList(RawBackwardFunctions, LoopOptions.ExtraBackwardFunctions);
-  parseList(RawAccumulatingFunctions, AccumulatingFunctions);
-  parseList(RawGuardTypes, GuardTypes);
+  LoopOptions.ExtraBackwardFunctions = parseNameList(RawBackwardFunctions);
+  AccumulatingFunctions = parseNameList(RawAccumulatingFunctions);
+  GuardTypes = parseNameList(RawGuardTypes);
 }
 
 LossAccumulationGraphCheck::~LossAccumulationGraphCheck() = default;
@@ -296,29 +290,6 @@ private:
   const Stmt &Accumulation;
 };
 
-/// The body of the function that contains \p S, walking out of lambdas.
-const Stmt *outermostFunctionBody(const Stmt &S, ASTContext &Ctx) {
-  DynTypedNode Node = DynTypedNode::create(S);
-  for (unsigned Depth = 0; Depth < 1024; ++Depth) {
-    DynTypedNodeList Parents = Ctx.getParents(Node);
-    if (Parents.empty())
-      return nullptr;
-    const DynTypedNode &P = Parents[0];
-    if (const auto *FD = P.get<FunctionDecl>()) {
-      const auto *MD = dyn_cast<CXXMethodDecl>(FD);
-      if (!MD || !MD->getParent()->isLambda())
-        return FD->getBody();
-      DynTypedNodeList ClassParents = Ctx.getParents(*MD->getParent());
-      if (ClassParents.empty())
-        return nullptr;
-      Node = ClassParents[0];
-      continue;
-    }
-    Node = P;
-  }
-  return nullptr;
-}
-
 /// How a warning names an expression: its source text when short.
 std::string sourceText(const Expr *E, const ASTContext &Ctx) {
   E = E->IgnoreParenImpCasts();
@@ -432,7 +403,7 @@ void LossAccumulationGraphCheck::check(const MatchFinder::MatchResult &Result) {
       continue;
 
     // A backward through the accumulator is what keeping the graph is for.
-    const Stmt *FunctionBody = outermostFunctionBody(At, Ctx);
+    const Stmt *FunctionBody = enclosingFunctionBody(At, Ctx);
     if (!FunctionBody)
       continue;
     BackwardThroughFinder Backward(Key, Ctx, LoopOptions);

@@ -3,6 +3,7 @@
 #include "NonBlockingD2HRaceCheck.h"
 #include "analysis/TensorFlowAnalysis.h"
 #include "clang-tidy/utils/OptionsUtils.h"
+#include "utils/TorchMatchers.h"
 #include "clang/Lex/Lexer.h"
 
 using namespace clang::ast_matchers;
@@ -13,8 +14,7 @@ NonBlockingD2HRaceCheck::NonBlockingD2HRaceCheck(StringRef Name,
                                                  ClangTidyContext *Context)
     : ClangTidyCheck(Name, Context),
       RawExtraSyncFunctions(Options.get("ExtraSyncFunctions", "")) {
-  for (StringRef F : utils::options::parseStringList(RawExtraSyncFunctions))
-    ApiOptions.ExtraSyncFunctions.push_back(F.str());
+  ApiOptions.ExtraSyncFunctions = parseNameList(RawExtraSyncFunctions);
 }
 
 void NonBlockingD2HRaceCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {

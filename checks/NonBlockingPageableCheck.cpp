@@ -15,10 +15,8 @@ NonBlockingPageableCheck::NonBlockingPageableCheck(StringRef Name,
     : ClangTidyCheck(Name, Context),
       RawExtraPinnedAllocators(Options.get("ExtraPinnedAllocators", "")),
       RawExtraFactories(Options.get("ExtraFactories", "")) {
-  for (StringRef F : utils::options::parseStringList(RawExtraPinnedAllocators))
-    ApiOptions.ExtraPinnedAllocators.push_back(F.str());
-  for (StringRef F : utils::options::parseStringList(RawExtraFactories))
-    ApiOptions.ExtraFactories.push_back(F.str());
+  ApiOptions.ExtraPinnedAllocators = parseNameList(RawExtraPinnedAllocators);
+  ApiOptions.ExtraFactories = parseNameList(RawExtraFactories);
 }
 
 void NonBlockingPageableCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {

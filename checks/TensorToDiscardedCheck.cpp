@@ -3,8 +3,8 @@
 #include "TensorToDiscardedCheck.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/TorchMatchers.h"
+#include "utils/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
-#include "clang/AST/ParentMapContext.h"
 #include "clang/AST/StmtCXX.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Lex/Lexer.h"
@@ -24,7 +24,7 @@ constexpr size_t MaxQuotedObjectLength = 40;
 const Expr *discardedFullExpression(const Expr &Call, ASTContext &Ctx) {
   const Expr *Current = &Call;
   while (true) {
-    DynTypedNodeList Parents = Ctx.getParents(*Current);
+    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(*Current, Ctx);
     if (Parents.size() != 1)
       return nullptr;
     const auto *Parent = Parents[0].get<Stmt>();
@@ -85,7 +85,7 @@ void TensorToDiscardedCheck::registerMatchers(MatchFinder *Finder) {
           callee(cxxMethodDecl(hasAnyName(Names), ofClass(TensorClass),
                                returns(hasCanonicalType(
                                    recordType(hasDeclaration(TensorClass)))))),
-          unless(isInTemplateInstantiation()),
+          unless(isInUserTemplateInstantiation()),
           unless(isExpansionInSystemHeader()))
           .bind("call"),
       this);

@@ -49,7 +49,7 @@ public:
 namespace clang::tidy {
 
 static ClangTidyModuleRegistry::Add<torch::TorchModule>
-    X("torch-module", "Checks for LibTorch device, transfer and memory bugs.");
+    X("TorchModule", "Checks for LibTorch device, transfer and memory bugs.");
 
 // Referenced by the driver so that the linker keeps this translation unit.
 // NOLINTNEXTLINE(misc-use-internal-linkage)

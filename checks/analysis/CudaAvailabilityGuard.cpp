@@ -2,6 +2,7 @@
 
 #include "CudaAvailabilityGuard.h"
 #include "utils/TorchMatchers.h"
+#include "utils/UserCodeParents.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
@@ -1031,8 +1032,10 @@ struct CudaAvailabilityGuard::Impl {
       } else if (VD.isLocalVarDecl()) {
         const auto *FD = dyn_cast_or_null<FunctionDecl>(
             VD.getParentFunctionOrMethod());
-        if (FD && FD->getBody())
+        if (FD && FD->getBody()) {
+          LimitedParentMapScope LocalParents(*FD, Ctx);
           Stable = !ExprMutationAnalyzer(*FD->getBody(), Ctx).isMutated(&VD);
+        }
       } else {
         Stable = true;
         for (const Site &Ref : refsTo(&VD))
@@ -1098,8 +1101,11 @@ struct CudaAvailabilityGuard::Impl {
     if (const auto *MD = dyn_cast<CXXMethodDecl>(FD))
       if (MD->isVirtual() || MD->getParent()->isLambda())
         return std::nullopt;
-    if (ExprMutationAnalyzer(*FD->getBody(), Ctx).isMutated(&PVD))
-      return std::nullopt;
+    {
+      LimitedParentMapScope LocalParents(*FD, Ctx);
+      if (ExprMutationAnalyzer(*FD->getBody(), Ctx).isMutated(&PVD))
+        return std::nullopt;
+    }
     unsigned Index = PVD.getFunctionScopeIndex();
     std::optional<int64_t> Common;
     unsigned Calls = 0;

@@ -6,6 +6,7 @@
 
 #include "TensorModel.h"
 #include "utils/TorchMatchers.h"
+#include "utils/UserCodeParents.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"
@@ -208,9 +209,9 @@ ValueFacts TensorModel::evaluateDeclRef(const Expr &E, ValueKey Key,
     if (Batch && isDataExampleType(Batch->getType()) &&
         (Key.Field->getName() == "data" || Key.Field->getName() == "target")) {
       bool FromLoader = false;
-      for (const auto &Parent : Ctx.getParents(*Batch))
+      for (const auto &Parent : userCodeParents(*Batch, Ctx))
         if (const auto *DS = Parent.get<DeclStmt>())
-          for (const auto &GrandParent : Ctx.getParents(*DS))
+          for (const auto &GrandParent : userCodeParents(*DS, Ctx))
             if (const auto *For = GrandParent.get<CXXForRangeStmt>())
               FromLoader = For->getLoopVarStmt() == DS;
       if (FromLoader) {

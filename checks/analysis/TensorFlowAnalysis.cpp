@@ -1,6 +1,7 @@
 //===--- TensorFlowAnalysis.cpp - torch-tidy ------------------------------===//
 
 #include "TensorFlowAnalysis.h"
+#include "utils/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
 #include <algorithm>
 #include <set>
@@ -151,28 +152,27 @@ void TensorFlowAnalysis::replay(Observer Visit) const {
 
 void registerAnalyzedBodyMatchers(MatchFinder &Finder,
                                   MatchFinder::MatchCallback &CB) {
-  Finder.addMatcher(
-      functionDecl(isDefinition(), hasBody(stmt()),
-                   unless(isExpansionInSystemHeader()),
-                   unless(isInstantiated()))
-          .bind("torch-analyzed-function"),
-      &CB);
+  Finder.addMatcher(functionDecl(isDefinition(), hasBody(stmt()),
+                                 unless(isExpansionInSystemHeader()),
+                                 unless(isUserTemplateInstantiation()))
+                        .bind("analyzedFunction"),
+                    &CB);
   Finder.addMatcher(lambdaExpr(unless(isExpansionInSystemHeader()),
-                               unless(isInTemplateInstantiation()))
-                        .bind("torch-analyzed-lambda"),
+                               unless(isInUserTemplateInstantiation()))
+                        .bind("analyzedLambda"),
                     &CB);
 }
 
 std::optional<AnalyzedBody>
 getAnalyzedBody(const MatchFinder::MatchResult &Result) {
   if (const auto *FD =
-          Result.Nodes.getNodeAs<FunctionDecl>("torch-analyzed-function")) {
+          Result.Nodes.getNodeAs<FunctionDecl>("analyzedFunction")) {
     if (FD->isDependentContext() ||
         (isa<CXXMethodDecl>(FD) && cast<CXXMethodDecl>(FD)->getParent()->isLambda()))
       return std::nullopt;
     return AnalyzedBody{FD, FD->getBody()};
   }
-  if (const auto *L = Result.Nodes.getNodeAs<LambdaExpr>("torch-analyzed-lambda")) {
+  if (const auto *L = Result.Nodes.getNodeAs<LambdaExpr>("analyzedLambda")) {
     const CXXMethodDecl *Op = L->getCallOperator();
     if (!Op || Op->isDependentContext() || !L->getBody())
       return std::nullopt;

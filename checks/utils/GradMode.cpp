@@ -1,9 +1,9 @@
 //===--- GradMode.cpp - torch-tidy ----------------------------------------===//
 
 #include "GradMode.h"
+#include "UserCodeParents.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
-#include "clang/AST/ParentMapContext.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -131,7 +131,7 @@ GradModeAt GradModeOracle::at(const Stmt &S) { return at(S, CallerDepth); }
 GradModeAt GradModeOracle::at(const Stmt &S, unsigned Depth) {
   DynTypedNode Child = DynTypedNode::create(S);
   for (unsigned Steps = 0; Steps < 1024; ++Steps) {
-    DynTypedNodeList Parents = Ctx.getParents(Child);
+    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(Child, Ctx);
     if (Parents.empty())
       return GradModeAt::Unknown;
     const DynTypedNode &Parent = Parents[0];
@@ -145,7 +145,7 @@ GradModeAt GradModeOracle::at(const Stmt &S, unsigned Depth) {
       const CXXRecordDecl *Class = Method->getParent();
       if (!Class || !Class->isLambda())
         return callersOf(*Method, Depth);
-      DynTypedNodeList ClassParents = Ctx.getParents(*Class);
+      llvm::ArrayRef<DynTypedNode> ClassParents = userCodeParents(*Class, Ctx);
       Lambda =
           ClassParents.empty() ? nullptr : ClassParents[0].get<LambdaExpr>();
       if (!Lambda)

@@ -1,12 +1,23 @@
 //===--- TorchMatchers.cpp - torch-tidy -----------------------------------===//
 
 #include "TorchMatchers.h"
+#include "UserCodeParents.h"
+#include "clang-tidy/utils/OptionsUtils.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
-#include "clang/AST/ParentMapContext.h"
 #include "clang/AST/StmtCXX.h"
 
 namespace clang::tidy::torch {
+
+std::vector<std::string> parseNameList(StringRef Option) {
+  std::vector<std::string> Names;
+  for (StringRef Name : utils::options::parseStringList(Option)) {
+    Name = Name.trim();
+    if (!Name.empty())
+      Names.push_back(Name.str());
+  }
+  return Names;
+}
 
 llvm::ArrayRef<llvm::StringRef> emptyCacheFunctionNames() {
   static const llvm::StringRef Names[] = {
@@ -77,7 +88,7 @@ bool isRepeatedPartOfLoop(const Stmt &Loop, const Stmt &Child) {
 bool isRunAsStatement(const Stmt &Parent, const Stmt &Child, ASTContext &Ctx) {
   if (const auto *Compound = dyn_cast<CompoundStmt>(&Parent)) {
     // The last statement of a GNU statement expression is its value.
-    DynTypedNodeList Grand = Ctx.getParents(*Compound);
+    llvm::ArrayRef<DynTypedNode> Grand = userCodeParents(*Compound, Ctx);
     return Grand.empty() || !Grand[0].get<StmtExpr>() ||
            Compound->body_back() != &Child;
   }
@@ -103,7 +114,7 @@ EnclosingLoop findEnclosingLoop(const Stmt &S, ASTContext &Ctx,
   const LambdaExpr *InnermostLambda = nullptr;
   DynTypedNode Child = DynTypedNode::create(S);
   for (unsigned Depth = 0; Depth < MaxDepth; ++Depth) {
-    DynTypedNodeList Parents = Ctx.getParents(Child);
+    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(Child, Ctx);
     if (Parents.empty())
       return Result;
     const DynTypedNode &Parent = Parents[0];
@@ -124,7 +135,7 @@ EnclosingLoop findEnclosingLoop(const Stmt &S, ASTContext &Ctx,
       const CXXRecordDecl *Class = Method->getParent();
       if (!Class || !Class->isLambda())
         return Result;
-      DynTypedNodeList ClassParents = Ctx.getParents(*Class);
+      llvm::ArrayRef<DynTypedNode> ClassParents = userCodeParents(*Class, Ctx);
       const LambdaExpr *Lambda =
           ClassParents.empty() ? nullptr : ClassParents[0].get<LambdaExpr>();
       if (!Lambda)

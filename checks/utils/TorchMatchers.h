@@ -14,6 +14,8 @@
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include <string>
+#include <vector>
 
 namespace clang::tidy::torch {
 
@@ -30,6 +32,10 @@ llvm::ArrayRef<llvm::StringRef> tensorConversionMethodNames();
 llvm::ArrayRef<llvm::StringRef> deviceCountFunctionNames();
 
 /// `at::Tensor` (spelt `torch::Tensor` by most users), after typedefs.
+/// A `;`/`,`-separated check option of function or type names, trimmed and
+/// without empty entries.
+std::vector<std::string> parseNameList(llvm::StringRef Option);
+
 bool isTensorType(QualType T);
 /// `c10::Device`.
 bool isDeviceType(QualType T);
