@@ -21,6 +21,7 @@
 #include "Messages.h"
 #include "OutputFormats.h"
 #include "Runner.h"
+#include "Subcommands.h"
 #include "clang/Frontend/CompilerInvocation.h"
 #include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/ADT/StringSet.h"
@@ -422,6 +423,8 @@ int main(int Argc, const char **Argv) {
   // Installs the crash handlers, and a SIGPIPE handler that exits quietly
   // (`torch-tidy ... | head -1`).
   InitLLVM X(Argc, Argv);
+  if (std::optional<int> Status = runSubcommand(Argc, Argv))
+    return *Status;
   int Status = run(Argc, Argv);
   outs().flush();
   if (outs().has_error()) {

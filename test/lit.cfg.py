@@ -48,6 +48,8 @@ multitool = os.path.join(config.torch_tidy_obj_root, "node_modules", "@microsoft
 if os.path.exists(multitool):
     config.available_features.add("sarif-multitool")
     config.substitutions.append(("%sarif_multitool", multitool))
+if os.path.exists(os.path.join(config.torch_tidy_obj_root, "bin", "torch-tidy-verify")):
+    config.available_features.add("runtime-check")
 if shutil.which("pre-commit"):
     config.available_features.add("pre-commit")
 if os.getuid() == 0:

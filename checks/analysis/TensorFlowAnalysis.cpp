@@ -3,7 +3,11 @@
 #include "TensorFlowAnalysis.h"
 #include "utils/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <set>
 
 using namespace clang::ast_matchers;
@@ -110,8 +114,10 @@ void TensorFlowAnalysis::solve(unsigned VisitsPerBlock) {
 
   size_t Budget = static_cast<size_t>(VisitsPerBlock) * ReversePostOrder.size();
   while (!Worklist.empty()) {
-    if (Budget-- == 0)
+    if (Budget-- == 0) {
+      reportCap(VisitsPerBlock);
       return; // Converged stays false.
+    }
     const CFGBlock *Block = ReversePostOrder[*Worklist.begin()];
     Worklist.erase(Worklist.begin());
     TensorState State = *BlockEntry[Block->getBlockID()];
@@ -138,6 +144,42 @@ void TensorFlowAnalysis::solve(unsigned VisitsPerBlock) {
     }
   }
   Converged = true;
+}
+
+static std::atomic<TensorFlowAnalysis::CapReporter> CapReport{nullptr};
+
+void TensorFlowAnalysis::setCapReporter(CapReporter Report) {
+  CapReport = Report;
+}
+
+void TensorFlowAnalysis::reportCap(unsigned VisitsPerBlock) const {
+  CapReporter Report = CapReport;
+  if (!Report)
+    return;
+  const SourceManager &SM = Function.getASTContext().getSourceManager();
+  PresumedLoc Where =
+      SM.getPresumedLoc(SM.getExpansionLoc(Function.getLocation()));
+  std::string Name = "a lambda";
+  const auto *Method = dyn_cast<CXXMethodDecl>(&Function);
+  if (!Method || !Method->getParent()->isLambda())
+    if (const auto *ND = dyn_cast<NamedDecl>(&Function))
+      Name = "'" + ND->getQualifiedNameAsString() + "'";
+  std::string Message = llvm::formatv(
+      "{0}:{1}:{2}: the dataflow analysis of {3} stopped after {4} visits per "
+      "block without converging; the flow-sensitive checks report nothing "
+      "in it",
+      Where.isValid() ? Where.getFilename() : "<unknown>",
+      Where.isValid() ? Where.getLine() : 0,
+      Where.isValid() ? Where.getColumn() : 0, Name, VisitsPerBlock);
+  // Each flow-sensitive check runs its own analysis of the same function.
+  static std::mutex ReportedMutex;
+  static llvm::StringSet<> Reported;
+  {
+    std::lock_guard<std::mutex> Lock(ReportedMutex);
+    if (!Reported.insert(Message).second)
+      return;
+  }
+  Report(Message);
 }
 
 void TensorFlowAnalysis::replay(Observer Visit) const {

@@ -37,6 +37,13 @@ public:
   /// the states are then not sound and checks must not report.
   bool converged() const { return Converged; }
 
+  /// Receives a one-line message (location, function, cap) when an analysis
+  /// stops at the iteration cap, once per function and process: several
+  /// checks analyse the same function. The driver prints it as a note; by
+  /// default nothing is said. Thread-safe; set it before analysing.
+  using CapReporter = void (*)(llvm::StringRef Message);
+  static void setCapReporter(CapReporter Report);
+
   using Observer =
       llvm::function_ref<void(const Stmt &S, const TensorState &Before)>;
   /// Visits every statement of every reachable block once, in evaluation
@@ -51,6 +58,7 @@ private:
                      const TorchApiOptions &Opts, std::unique_ptr<CFG> Graph);
   void computeReversePostOrder();
   void solve(unsigned VisitsPerBlock);
+  void reportCap(unsigned VisitsPerBlock) const;
   void runBlock(const CFGBlock &Block, TensorState &State,
                 std::optional<Observer> Visit) const;
   void walk(const Stmt *S, bool IsElement, TensorState &State,

@@ -85,6 +85,7 @@ public:
   Tensor mean() const;
   Tensor relu() const;
   Tensor sigmoid() const;
+  Tensor to_dense() const;
   Tensor view(IntArrayRef size) const;
   Tensor reshape(IntArrayRef shape) const;
   Tensor argmax(c10::optional<int64_t> dim = c10::nullopt, bool keepdim = false) const;

@@ -1,0 +1,244 @@
+//===--- CudaDeviceLiterals.cpp - torch-tidy ------------------------------===//
+
+#include "CudaDeviceLiterals.h"
+#include "CudaAvailabilityGuard.h"
+#include "utils/TorchMatchers.h"
+#include "clang/AST/DeclTemplate.h"
+#include "clang/AST/ExprCXX.h"
+
+namespace clang::tidy::torch {
+
+namespace cuda_guard {
+
+static std::string qualifiedName(const NamedDecl &D) {
+  return D.getQualifiedNameAsString();
+}
+
+const CXXRecordDecl *recordOf(QualType T) {
+  if (T.isNull())
+    return nullptr;
+  return T.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+}
+
+static bool isRecordNamed(const CXXRecordDecl *RD, llvm::StringRef Name) {
+  return RD && RD->getQualifiedNameAsString() == Name;
+}
+
+bool isDeviceRecord(const CXXRecordDecl *RD) {
+  return isRecordNamed(RD, "c10::Device");
+}
+bool isTensorOptionsRecord(const CXXRecordDecl *RD) {
+  return isRecordNamed(RD, "c10::TensorOptions");
+}
+bool isTensorRecord(const CXXRecordDecl *RD) {
+  return isRecordNamed(RD, "at::Tensor") || isRecordNamed(RD, "at::TensorBase");
+}
+static bool isStdStringRecord(const CXXRecordDecl *RD) {
+  if (!RD)
+    return false;
+  std::string N = RD->getQualifiedNameAsString();
+  return N == "std::basic_string" || N == "std::__cxx11::basic_string" ||
+         N == "std::basic_string_view" || N == "c10::basic_string_view";
+}
+/// `c10::optional<c10::Device>` / `std::optional<c10::Device>`.
+static bool isOptionalDeviceRecord(const CXXRecordDecl *RD) {
+  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(RD);
+  if (!Spec || Spec->getName() != "optional")
+    return false;
+  const TemplateArgumentList &Args = Spec->getTemplateArgs();
+  return Args.size() == 1 && Args[0].getKind() == TemplateArgument::Type &&
+         isDeviceRecord(recordOf(Args[0].getAsType()));
+}
+static bool isDeviceCarrier(const CXXRecordDecl *RD) {
+  return isDeviceRecord(RD) || isTensorOptionsRecord(RD) ||
+         isOptionalDeviceRecord(RD);
+}
+
+static bool inTorchNamespace(const FunctionDecl &FD) {
+  std::string N = qualifiedName(FD);
+  llvm::StringRef S(N);
+  return S.starts_with("c10::") || S.starts_with("at::") ||
+         S.starts_with("torch::");
+}
+
+/// Functions that take a device, possibly through a forwarding template
+/// (`TensorOptions::device(Args&&...)`), so that a DeviceType argument is
+/// itself the selection.
+static bool isDeviceTakingFunction(const FunctionDecl &FD) {
+  if (!FD.getDeclName().isIdentifier())
+    return false;
+  llvm::StringRef Name = FD.getName();
+  return (Name == "to" || Name == "device" || Name == "set_device") &&
+         inTorchNamespace(FD);
+}
+
+bool nameIn(const FunctionDecl &FD, const std::vector<std::string> &Names) {
+  if (Names.empty())
+    return false;
+  std::string N = qualifiedName(FD);
+  for (const std::string &Want : Names)
+    if (N == Want)
+      return true;
+  return false;
+}
+
+const Expr *stripToDeviceLiteral(const Expr *E) {
+  for (unsigned I = 0; E && I < 16; ++I) {
+    E = E->IgnoreParenImpCasts();
+    if (const auto *M = dyn_cast<MaterializeTemporaryExpr>(E))
+      E = M->getSubExpr();
+    else if (const auto *B = dyn_cast<CXXBindTemporaryExpr>(E))
+      E = B->getSubExpr();
+    else if (const auto *F = dyn_cast<FullExpr>(E))
+      E = F->getSubExpr();
+    else if (const auto *C = dyn_cast<ExplicitCastExpr>(E))
+      E = C->getSubExpr();
+    else if (const auto *CE = dyn_cast<CXXConstructExpr>(E)) {
+      const CXXRecordDecl *RD = CE->getConstructor()->getParent();
+      if (CE->getNumArgs() >= 1 &&
+          (isDeviceCarrier(RD) || isStdStringRecord(RD)))
+        E = CE->getArg(0);
+      else
+        return E;
+    } else
+      return E;
+  }
+  return E;
+}
+
+} // namespace cuda_guard
+
+using namespace cuda_guard;
+
+DeviceLiteralKind classifyDeviceLiteral(const Expr &E) {
+  const Expr *X = E.IgnoreParenImpCasts();
+  if (const auto *DRE = dyn_cast<DeclRefExpr>(X)) {
+    const ValueDecl *D = DRE->getDecl();
+    llvm::StringRef Name = D->getDeclName().isIdentifier() ? D->getName() : "";
+    if (const auto *ECD = dyn_cast<EnumConstantDecl>(D)) {
+      const auto *ED = dyn_cast<EnumDecl>(ECD->getDeclContext());
+      if (!ED || ED->getQualifiedNameAsString() != "c10::DeviceType")
+        return DeviceLiteralKind::None;
+      if (Name == "CUDA")
+        return DeviceLiteralKind::CUDA;
+      if (Name == "CPU")
+        return DeviceLiteralKind::CPU;
+      return DeviceLiteralKind::None;
+    }
+    if (const auto *VD = dyn_cast<VarDecl>(D)) {
+      if ((Name != "kCUDA" && Name != "kCPU") ||
+          !isDeviceTypeEnum(VD->getType()))
+        return DeviceLiteralKind::None;
+      const auto *NS = dyn_cast<NamespaceDecl>(VD->getDeclContext());
+      if (!NS || NS->getQualifiedNameAsString() != "c10")
+        return DeviceLiteralKind::None;
+      return Name == "kCUDA" ? DeviceLiteralKind::CUDA : DeviceLiteralKind::CPU;
+    }
+    return DeviceLiteralKind::None;
+  }
+  if (const auto *SL = dyn_cast<StringLiteral>(X)) {
+    if (!SL->isOrdinary())
+      return DeviceLiteralKind::None;
+    llvm::StringRef S = SL->getString();
+    if (S == "cpu")
+      return DeviceLiteralKind::CPU;
+    if (!S.consume_front("cuda"))
+      return DeviceLiteralKind::None;
+    if (S.empty())
+      return DeviceLiteralKind::CUDA;
+    if (!S.consume_front(":") || S.empty())
+      return DeviceLiteralKind::None;
+    for (char C : S)
+      if (C < '0' || C > '9')
+        return DeviceLiteralKind::None;
+    return DeviceLiteralKind::CUDA;
+  }
+  return DeviceLiteralKind::None;
+}
+
+DeviceLiteralUse classifyDeviceLiteralUse(const Expr &Literal,
+                                          const ParentMap &PM,
+                                          const CudaGuardOptions &Opts) {
+  // The Device / TensorOptions the literal has been converted to so far.
+  const CXXRecordDecl *Built = nullptr;
+  const auto Result = [&] {
+    return Built ? DeviceLiteralUse::Selection : DeviceLiteralUse::Other;
+  };
+  const Stmt *Child = &Literal;
+  for (unsigned Depth = 0; Depth < 32; ++Depth) {
+    const auto *Parent = dyn_cast_or_null<Expr>(PM.getParent(Child));
+    if (!Parent)
+      return Result(); // a return, a variable's initialiser, the top, ...
+    if (isa<ImplicitCastExpr, ParenExpr, MaterializeTemporaryExpr,
+            CXXBindTemporaryExpr, FullExpr>(Parent)) {
+      Child = Parent;
+      continue;
+    }
+    if (const auto *Cast = dyn_cast<ExplicitCastExpr>(Parent)) {
+      QualType T = Cast->getType();
+      if (!Built && !isDeviceTypeEnum(T) && !isDeviceCarrier(recordOf(T)) &&
+          !isStdStringRecord(recordOf(T)))
+        return DeviceLiteralUse::Other; // e.g. static_cast<int>(kCUDA)
+      Child = Parent;
+      continue;
+    }
+    if (const auto *CO = dyn_cast<ConditionalOperator>(Parent)) {
+      if (Child == CO->getCond())
+        return DeviceLiteralUse::Other;
+      Child = Parent;
+      continue;
+    }
+    if (const auto *CE = dyn_cast<CXXConstructExpr>(Parent)) {
+      const CXXRecordDecl *RD = CE->getConstructor()->getParent();
+      if (isDeviceCarrier(RD)) {
+        if (!Built || !isDeviceRecord(RD))
+          Built = RD;
+        Child = Parent;
+        continue;
+      }
+      if (!Built && isStdStringRecord(RD)) {
+        Child = Parent;
+        continue;
+      }
+      return Result(); // a Device handed to some other class
+    }
+    if (const auto *Call = dyn_cast<CallExpr>(Parent)) {
+      if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call))
+        if (Op->isComparisonOp())
+          return DeviceLiteralUse::Other;
+      const FunctionDecl *FD = Call->getDirectCallee();
+      if (FD && nameIn(*FD, Opts.DeviceSelectorFunctions))
+        return DeviceLiteralUse::SelectorArgument;
+      if (Built)
+        return DeviceLiteralUse::Selection;
+      if (FD && isDeviceTakingFunction(*FD) && Child != Call->getCallee())
+        return DeviceLiteralUse::Selection;
+      return DeviceLiteralUse::Other;
+    }
+    if (isa<MemberExpr>(Parent)) {
+      // A method called on the object: `TensorOptions(kCUDA).dtype(...)`
+      // still selects; `Device(kCUDA).str()` does not.
+      return isTensorOptionsRecord(Built) ? DeviceLiteralUse::Selection
+                                          : DeviceLiteralUse::Other;
+    }
+    if (const auto *BO = dyn_cast<BinaryOperator>(Parent))
+      if (BO->isComparisonOp())
+        return DeviceLiteralUse::Other;
+    return Result();
+  }
+  return Result();
+}
+
+static bool isTensorMethodCall(const Expr &E, llvm::StringRef Name) {
+  const auto *MC = dyn_cast<CXXMemberCallExpr>(&E);
+  if (!MC)
+    return false;
+  const CXXMethodDecl *MD = MC->getMethodDecl();
+  return MD && MD->getDeclName().isIdentifier() && MD->getName() == Name &&
+         isTensorRecord(MD->getParent());
+}
+
+bool isTensorCudaCall(const Expr &E) { return isTensorMethodCall(E, "cuda"); }
+bool isTensorCpuCall(const Expr &E) { return isTensorMethodCall(E, "cpu"); }
+
+} // namespace clang::tidy::torch
