@@ -12,7 +12,7 @@ namespace clang::tidy::torch {
 
 CudaUnguardedCheck::CudaUnguardedCheck(StringRef Name,
                                        ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       GuardFunctions(Options.get("GuardFunctions", "")),
       DeviceSelectorFunctions(Options.get("DeviceSelectorFunctions", "")) {
   GuardOptions.GuardFunctions = parseNameList(GuardFunctions);
@@ -25,6 +25,7 @@ void CudaUnguardedCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 }
 
 void CudaUnguardedCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   // The analysis walks the TU's user code itself, once, and keeps the
   // parents it needs per function; a node matcher here would run on every
   // node of LibTorch's headers and the TU-wide parent map would cost more

@@ -5,6 +5,7 @@
 
 #include "analysis/CudaAvailabilityGuard.h"
 #include "clang-tidy/ClangTidyCheck.h"
+#include "utils/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 
@@ -28,6 +29,7 @@ public:
   }
 
 private:
+  UserCodeTraversal UserCode;
   /// Project functions that, like is_available(), are false without CUDA.
   const StringRef GuardFunctions;
   /// Project functions that choose the device themselves (with a fallback).

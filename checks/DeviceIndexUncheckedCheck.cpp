@@ -312,7 +312,7 @@ private:
 
 DeviceIndexUncheckedCheck::DeviceIndexUncheckedCheck(StringRef Name,
                                                      ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       ExtraDeviceCountFunctions(Options.get("ExtraDeviceCountFunctions", "")) {
   CountFunctions.assign(deviceCountFunctionNames().begin(),
                         deviceCountFunctionNames().end());
@@ -335,6 +335,7 @@ void DeviceIndexUncheckedCheck::onStartOfTranslationUnit() {
 }
 
 void DeviceIndexUncheckedCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   auto InUserCode = allOf(unless(isExpansionInSystemHeader()),
                           unless(isInUserTemplateInstantiation()));
   // `Device(kCUDA, 1)`, `Device("cuda:1")`, and the `TensorOptions`

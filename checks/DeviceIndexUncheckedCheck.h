@@ -4,6 +4,7 @@
 #define TORCH_TIDY_DEVICEINDEXUNCHECKEDCHECK_H
 
 #include "clang-tidy/ClangTidyCheck.h"
+#include "utils/UserCodeTraversal.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include <optional>
@@ -36,6 +37,7 @@ public:
   };
 
 private:
+  UserCodeTraversal UserCode;
   void reportOrdinal(const Expr &Site, SourceLocation OrdinalLoc,
                      int64_t Ordinal, ASTContext &Ctx);
   const GuardFacts &guardsInFunction(const FunctionDecl &Function,

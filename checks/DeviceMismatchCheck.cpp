@@ -12,7 +12,7 @@ namespace clang::tidy::torch {
 
 DeviceMismatchCheck::DeviceMismatchCheck(StringRef Name,
                                          ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       RawExtraFactories(Options.get("ExtraFactories", "")) {
   ApiOptions.ExtraFactories = parseNameList(RawExtraFactories);
 }
@@ -22,6 +22,7 @@ void DeviceMismatchCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 }
 
 void DeviceMismatchCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   registerAnalyzedBodyMatchers(*Finder, *this);
 }
 

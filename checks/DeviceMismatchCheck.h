@@ -5,6 +5,7 @@
 
 #include "analysis/TorchApi.h"
 #include "clang-tidy/ClangTidyCheck.h"
+#include "utils/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 
@@ -27,6 +28,7 @@ public:
   }
 
 private:
+  UserCodeTraversal UserCode;
   struct Operand {
     const Expr *E;
     std::string Name;

@@ -11,7 +11,7 @@ namespace clang::tidy::torch {
 
 EmptyCacheInLoopCheck::EmptyCacheInLoopCheck(StringRef Name,
                                              ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       ExtraEmptyCacheFunctions(Options.get("ExtraEmptyCacheFunctions", "")) {}
 
 void EmptyCacheInLoopCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
@@ -19,6 +19,7 @@ void EmptyCacheInLoopCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 }
 
 void EmptyCacheInLoopCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   std::vector<StringRef> Names(emptyCacheFunctionNames().begin(),
                                emptyCacheFunctionNames().end());
   for (StringRef Extra :

@@ -4,6 +4,7 @@
 #define TORCH_TIDY_EMPTYCACHEINLOOPCHECK_H
 
 #include "clang-tidy/ClangTidyCheck.h"
+#include "utils/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 
@@ -23,6 +24,7 @@ public:
   }
 
 private:
+  UserCodeTraversal UserCode;
   /// Further functions, fully qualified, that empty a caching allocator.
   const StringRef ExtraEmptyCacheFunctions;
 };

@@ -294,7 +294,7 @@ const Stmt *findRetryLoop(const CXXTryStmt &Try, const CXXCatchStmt &Catch,
 
 EmptyCacheOomRetryCheck::EmptyCacheOomRetryCheck(StringRef Name,
                                                  ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       ExtraEmptyCacheFunctions(Options.get("ExtraEmptyCacheFunctions", "")),
       OutOfMemoryMessages(
           Options.get("OutOfMemoryMessages", "out of memory;OutOfMemory")) {
@@ -309,6 +309,7 @@ void EmptyCacheOomRetryCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 }
 
 void EmptyCacheOomRetryCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   std::vector<StringRef> Names(emptyCacheFunctionNames().begin(),
                                emptyCacheFunctionNames().end());
   for (StringRef Extra :

@@ -4,6 +4,7 @@
 #define TORCH_TIDY_EMPTYCACHEOOMRETRYCHECK_H
 
 #include "clang-tidy/ClangTidyCheck.h"
+#include "utils/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 
@@ -24,6 +25,7 @@ public:
   }
 
 private:
+  UserCodeTraversal UserCode;
   /// True when the handler \p Body (of a `c10::Error` or `std::exception`
   /// catch) mentions one of the out-of-memory messages.
   bool testsForOutOfMemory(const Stmt &Body, ASTContext &Ctx) const;

@@ -31,7 +31,7 @@ namespace clang::tidy::torch {
 
 HostSyncInLoopCheck::HostSyncInLoopCheck(StringRef Name,
                                          ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       RawTrainingStepFunctions(Options.get("TrainingStepFunctions", "")),
       RawExtraSyncFunctions(Options.get("ExtraSyncFunctions", "")),
       MaxLoopDepth(std::max(1u, Options.get("MaxLoopDepth", 1u))) {
@@ -46,6 +46,7 @@ void HostSyncInLoopCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 }
 
 void HostSyncInLoopCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   registerAnalyzedBodyMatchers(*Finder, *this);
 }
 

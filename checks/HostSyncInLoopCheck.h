@@ -4,8 +4,9 @@
 #define TORCH_TIDY_HOSTSYNCINLOOPCHECK_H
 
 #include "analysis/TorchApi.h"
-#include "utils/TrainingLoop.h"
 #include "clang-tidy/ClangTidyCheck.h"
+#include "utils/TrainingLoop.h"
+#include "utils/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 
@@ -27,6 +28,7 @@ public:
   }
 
 private:
+  UserCodeTraversal UserCode;
   const StringRef RawTrainingStepFunctions;
   const StringRef RawExtraSyncFunctions;
   /// How many enclosing loops, innermost first, are searched for the

@@ -14,7 +14,7 @@ namespace clang::tidy::torch {
 
 InferenceWithoutNoGradCheck::InferenceWithoutNoGradCheck(
     StringRef Name, ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       RawBackwardFunctions(Options.get("BackwardFunctions", "")),
       RawGuardTypes(Options.get("GuardTypes", "")) {
   LoopOptions.ExtraBackwardFunctions = parseNameList(RawBackwardFunctions);
@@ -30,6 +30,7 @@ void InferenceWithoutNoGradCheck::storeOptions(
 }
 
 void InferenceWithoutNoGradCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   Finder->addMatcher(callExpr(unless(isExpansionInSystemHeader()),
                               unless(isInUserTemplateInstantiation()))
                          .bind("call"),

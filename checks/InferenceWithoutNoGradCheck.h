@@ -5,6 +5,7 @@
 
 #include "clang-tidy/ClangTidyCheck.h"
 #include "utils/TrainingLoop.h"
+#include "utils/UserCodeTraversal.h"
 #include "llvm/ADT/DenseSet.h"
 #include <memory>
 
@@ -32,6 +33,7 @@ public:
   }
 
 private:
+  UserCodeTraversal UserCode;
   const StringRef RawBackwardFunctions;
   const StringRef RawGuardTypes;
   TrainingLoopOptions LoopOptions;

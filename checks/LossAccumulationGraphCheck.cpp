@@ -15,7 +15,7 @@ namespace clang::tidy::torch {
 
 LossAccumulationGraphCheck::LossAccumulationGraphCheck(
     StringRef Name, ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       RawBackwardFunctions(Options.get("BackwardFunctions", "")),
       RawAccumulatingFunctions(Options.get("AccumulatingFunctions", "")),
       RawGuardTypes(Options.get("GuardTypes", "")) {
@@ -34,6 +34,7 @@ void LossAccumulationGraphCheck::storeOptions(
 }
 
 void LossAccumulationGraphCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   registerAnalyzedBodyMatchers(*Finder, *this);
 }
 

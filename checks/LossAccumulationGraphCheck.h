@@ -6,6 +6,7 @@
 #include "analysis/TorchApi.h"
 #include "clang-tidy/ClangTidyCheck.h"
 #include "utils/TrainingLoop.h"
+#include "utils/UserCodeTraversal.h"
 #include <memory>
 
 namespace clang::tidy::torch {
@@ -42,6 +43,7 @@ public:
   bool matchAccumulation(const Stmt &S, Accumulation &Out) const;
 
 private:
+  UserCodeTraversal UserCode;
   const StringRef RawBackwardFunctions;
   const StringRef RawAccumulatingFunctions;
   const StringRef RawGuardTypes;

@@ -12,7 +12,7 @@ namespace clang::tidy::torch {
 
 NonBlockingD2HRaceCheck::NonBlockingD2HRaceCheck(StringRef Name,
                                                  ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       RawExtraSyncFunctions(Options.get("ExtraSyncFunctions", "")) {
   ApiOptions.ExtraSyncFunctions = parseNameList(RawExtraSyncFunctions);
 }
@@ -22,6 +22,7 @@ void NonBlockingD2HRaceCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 }
 
 void NonBlockingD2HRaceCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   registerAnalyzedBodyMatchers(*Finder, *this);
 }
 

@@ -5,6 +5,7 @@
 
 #include "analysis/TorchApi.h"
 #include "clang-tidy/ClangTidyCheck.h"
+#include "utils/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 
@@ -24,6 +25,7 @@ public:
   }
 
 private:
+  UserCodeTraversal UserCode;
   const StringRef RawExtraSyncFunctions;
   TorchApiOptions ApiOptions;
 };

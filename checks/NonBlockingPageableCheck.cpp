@@ -12,7 +12,7 @@ namespace clang::tidy::torch {
 
 NonBlockingPageableCheck::NonBlockingPageableCheck(StringRef Name,
                                                    ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       RawExtraPinnedAllocators(Options.get("ExtraPinnedAllocators", "")),
       RawExtraFactories(Options.get("ExtraFactories", "")) {
   ApiOptions.ExtraPinnedAllocators = parseNameList(RawExtraPinnedAllocators);
@@ -25,6 +25,7 @@ void NonBlockingPageableCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 }
 
 void NonBlockingPageableCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   registerAnalyzedBodyMatchers(*Finder, *this);
 }
 

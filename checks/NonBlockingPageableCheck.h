@@ -5,6 +5,7 @@
 
 #include "analysis/TorchApi.h"
 #include "clang-tidy/ClangTidyCheck.h"
+#include "utils/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 
@@ -28,6 +29,7 @@ public:
   }
 
 private:
+  UserCodeTraversal UserCode;
   void checkCopy(const CallExpr &Call, const Expr *Source,
                  const Expr *Destination, const TensorModel &Model,
                  const TensorState &State, ASTContext &Ctx);

@@ -64,7 +64,7 @@ const VarDecl *fixableVariable(const Expr *Object) {
 
 TensorToDiscardedCheck::TensorToDiscardedCheck(StringRef Name,
                                                ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context),
+    : ClangTidyCheck(Name, Context), UserCode(Context),
       ExtraConversionMethods(Options.get("ExtraConversionMethods", "")) {}
 
 void TensorToDiscardedCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
@@ -72,6 +72,7 @@ void TensorToDiscardedCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 }
 
 void TensorToDiscardedCheck::registerMatchers(MatchFinder *Finder) {
+  UserCode.registerMatchers(Finder);
   std::vector<StringRef> Names(tensorConversionMethodNames().begin(),
                                tensorConversionMethodNames().end());
   for (StringRef Extra :

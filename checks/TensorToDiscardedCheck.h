@@ -4,6 +4,7 @@
 #define TORCH_TIDY_TENSORTODISCARDEDCHECK_H
 
 #include "clang-tidy/ClangTidyCheck.h"
+#include "utils/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 
@@ -24,6 +25,7 @@ public:
   }
 
 private:
+  UserCodeTraversal UserCode;
   /// Further `at::Tensor` methods, by plain name, that return a converted copy.
   const StringRef ExtraConversionMethods;
 };

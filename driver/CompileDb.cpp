@@ -105,6 +105,9 @@ std::string checkInputFile(StringRef Path) {
     return formatv("'{0}': {1}", Path, EC.message()).str();
   if (Status.type() == sys::fs::file_type::directory_file)
     return formatv("'{0}' is a directory, not a source file", Path).str();
+  // Opening a FIFO would block until someone writes to it.
+  if (Status.type() != sys::fs::file_type::regular_file)
+    return formatv("'{0}' is not a regular file", Path).str();
   if (std::error_code EC = sys::fs::access(Path, sys::fs::AccessMode::Exist))
     return formatv("'{0}': {1}", Path, EC.message()).str();
   // Opening is the only reliable readability test (root ignores modes).

@@ -15,10 +15,15 @@
 
 #include "Runner.h"
 
+#include "FileDigest.h"
+#include "Messages.h"
+#include "analysis/TensorFlowAnalysis.h"
 #include "clang-tidy/ClangTidy.h"
 #include "clang-tidy/ClangTidyModule.h"
+#include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/CompilerInvocation.h"
 #include "clang/Frontend/FrontendActions.h"
+#include "clang/Frontend/Utils.h"
 #include "clang/Lex/PreprocessorOptions.h"
 #include "clang/Tooling/ArgumentsAdjusters.h"
 #include "clang/Tooling/Tooling.h"
@@ -26,6 +31,7 @@
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/VirtualFileSystem.h"
+#include "llvm/Support/thread.h"
 #include <algorithm>
 
 using namespace llvm;
@@ -54,14 +60,31 @@ private:
   const TUJob &Job;
 };
 
+/// Every source file a TU reads, system headers and a PCH's inputs
+/// included (but not the PCH itself: a cache, not a source).
+class AllDependencies : public DependencyCollector {
+  bool needSystemDependencies() override { return true; }
+  bool sawDependency(StringRef Filename, bool FromModule, bool IsSystem,
+                     bool IsModuleFile, bool IsMissing) override {
+    return !IsModuleFile && !IsMissing &&
+           DependencyCollector::sawDependency(Filename, FromModule, IsSystem,
+                                              IsModuleFile, IsMissing);
+  }
+};
+
 class TidyActionFactory : public FrontendActionFactory {
 public:
-  explicit TidyActionFactory(ClangTidyContext &Context)
-      : ConsumerFactory(Context) {}
+  TidyActionFactory(ClangTidyContext &Context, const TUExtras &Extras)
+      : ConsumerFactory(Context), Extras(Extras) {
+    if (Extras.CollectDependencies)
+      Dependencies = std::make_shared<AllDependencies>();
+  }
 
   std::unique_ptr<FrontendAction> create() override {
-    return std::make_unique<Action>(ConsumerFactory);
+    return std::make_unique<Action>(ConsumerFactory, Dependencies);
   }
+
+  std::shared_ptr<AllDependencies> Dependencies;
 
   bool runInvocation(std::shared_ptr<CompilerInvocation> Invocation,
                      FileManager *Files,
@@ -71,6 +94,11 @@ public:
     Invocation->getPreprocessorOpts().SetUpStaticAnalyzer = true;
     // No "N warnings generated." on stderr: the driver prints the findings.
     Invocation->getDiagnosticOpts().ShowCarets = false;
+    if (!Extras.PCHPath.empty()) {
+      Invocation->getPreprocessorOpts().ImplicitPCHInclude = Extras.PCHPath;
+      // A header that was only touched since the PCH was built is fine.
+      Invocation->getHeaderSearchOpts().ValidateASTInputFilesContent = true;
+    }
     return FrontendActionFactory::runInvocation(std::move(Invocation), Files,
                                                 std::move(PCHContainerOps),
                                                 DiagConsumer);
@@ -79,7 +107,14 @@ public:
 private:
   class Action : public ASTFrontendAction {
   public:
-    explicit Action(ClangTidyASTConsumerFactory &Factory) : Factory(Factory) {}
+    Action(ClangTidyASTConsumerFactory &Factory,
+           std::shared_ptr<AllDependencies> Dependencies)
+        : Factory(Factory), Dependencies(std::move(Dependencies)) {}
+    bool BeginInvocation(CompilerInstance &CI) override {
+      if (Dependencies)
+        CI.addDependencyCollector(Dependencies);
+      return true;
+    }
     std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &CI,
                                                    StringRef File) override {
       return Factory.createASTConsumer(CI, File);
@@ -87,10 +122,20 @@ private:
 
   private:
     ClangTidyASTConsumerFactory &Factory;
+    std::shared_ptr<AllDependencies> Dependencies;
   };
 
   ClangTidyASTConsumerFactory ConsumerFactory;
+  const TUExtras &Extras;
 };
+
+/// clang's parser and the checks recurse once per nesting level of the code:
+/// 10,000 nested statements need more than a thread's default 8 MiB of stack.
+void runOnLargeStack(llvm::function_ref<void()> Work) {
+  constexpr unsigned StackSize = 256u << 20; // reserved, touched on demand
+  llvm::thread Worker(std::optional<unsigned>(StackSize), Work);
+  Worker.join();
+}
 
 ArgumentsAdjuster resourceDirAdjuster(std::string ResourceDir) {
   return [ResourceDir](const CommandLineArguments &Args, StringRef) {
@@ -105,7 +150,42 @@ ArgumentsAdjuster resourceDirAdjuster(std::string ResourceDir) {
   };
 }
 
-TUResult runOne(const TUJob &Job, const RunOptions &Options) {
+/// The driver's adjustments, after ClangTool's own; \p OptionsFor gives the
+/// configuration of a file.
+ArgumentsAdjuster driverAdjuster(
+    std::function<clang::tidy::ClangTidyOptions(StringRef)> OptionsFor,
+    const RunOptions &Options) {
+  // ExtraArgs / ExtraArgsBefore from .clang-tidy, as clang-tidy does.
+  ArgumentsAdjuster Adjuster = [OptionsFor](const CommandLineArguments &Args,
+                                            StringRef Filename) {
+    clang::tidy::ClangTidyOptions Opts = OptionsFor(Filename);
+    CommandLineArguments Adjusted = Args;
+    if (Opts.ExtraArgsBefore) {
+      auto I = Adjusted.begin();
+      if (I != Adjusted.end() && !StringRef(*I).starts_with("-"))
+        ++I; // after the compiler's name
+      Adjusted.insert(I, Opts.ExtraArgsBefore->begin(),
+                      Opts.ExtraArgsBefore->end());
+    }
+    if (Opts.ExtraArgs)
+      Adjusted.insert(Adjusted.end(), Opts.ExtraArgs->begin(),
+                      Opts.ExtraArgs->end());
+    return Adjusted;
+  };
+  if (!Options.ExtraArgsBefore.empty())
+    Adjuster = combineAdjusters(
+        Adjuster, getInsertArgumentAdjuster(Options.ExtraArgsBefore,
+                                            ArgumentInsertPosition::BEGIN));
+  if (!Options.ExtraArgs.empty())
+    Adjuster = combineAdjusters(
+        Adjuster, getInsertArgumentAdjuster(Options.ExtraArgs,
+                                            ArgumentInsertPosition::END));
+  Adjuster = combineAdjusters(Adjuster, getStripPluginsAdjuster());
+  return combineAdjusters(Adjuster, resourceDirAdjuster(Options.ResourceDir));
+}
+
+TUResult runOne(const TUJob &Job, const RunOptions &Options,
+                const TUExtras &Extras) {
   TUResult Result;
   Result.File = Job.File;
 
@@ -122,32 +202,9 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options) {
   ClangTool Tool(Database, {Job.File},
                  std::make_shared<PCHContainerOperations>(), FS);
   Tool.setPrintErrorMessage(false);
-
-  // ExtraArgs / ExtraArgsBefore from .clang-tidy, as clang-tidy does.
-  Tool.appendArgumentsAdjuster([&Context](const CommandLineArguments &Args,
-                                          StringRef Filename) {
-    clang::tidy::ClangTidyOptions Opts = Context.getOptionsForFile(Filename);
-    CommandLineArguments Adjusted = Args;
-    if (Opts.ExtraArgsBefore) {
-      auto I = Adjusted.begin();
-      if (I != Adjusted.end() && !StringRef(*I).starts_with("-"))
-        ++I; // after the compiler's name
-      Adjusted.insert(I, Opts.ExtraArgsBefore->begin(),
-                      Opts.ExtraArgsBefore->end());
-    }
-    if (Opts.ExtraArgs)
-      Adjusted.insert(Adjusted.end(), Opts.ExtraArgs->begin(),
-                      Opts.ExtraArgs->end());
-    return Adjusted;
-  });
-  if (!Options.ExtraArgsBefore.empty())
-    Tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(
-        Options.ExtraArgsBefore, ArgumentInsertPosition::BEGIN));
-  if (!Options.ExtraArgs.empty())
-    Tool.appendArgumentsAdjuster(getInsertArgumentAdjuster(
-        Options.ExtraArgs, ArgumentInsertPosition::END));
-  Tool.appendArgumentsAdjuster(getStripPluginsAdjuster());
-  Tool.appendArgumentsAdjuster(resourceDirAdjuster(Options.ResourceDir));
+  Tool.appendArgumentsAdjuster(driverAdjuster(
+      [&Context](StringRef File) { return Context.getOptionsForFile(File); },
+      Options));
 
   ClangTidyDiagnosticConsumer DiagConsumer(Context, nullptr,
                                            /*RemoveIncompatibleErrors=*/true,
@@ -157,9 +214,21 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options) {
   Context.setDiagnosticsEngine(&DE);
   Tool.setDiagnosticConsumer(&DiagConsumer);
 
-  TidyActionFactory Factory(Context);
-  int RunStatus = Tool.run(&Factory);
+  TidyActionFactory Factory(Context, Extras);
+  clang::tidy::torch::TensorFlowAnalysis::setCapReporter(
+      [](StringRef Message) { printNote(Message); });
+  int RunStatus = 1;
+  runOnLargeStack([&] { RunStatus = Tool.run(&Factory); });
   Result.Errors = DiagConsumer.take();
+  // Relative names are relative to the command's directory; with commands
+  // in several directories it is unknown which (the list stays empty).
+  if (Factory.Dependencies &&
+      llvm::all_of(Job.Commands, [&](const CompileCommand &C) {
+        return C.Directory == Job.Commands.front().Directory;
+      }))
+    for (const std::string &Name : Factory.Dependencies->getDependencies())
+      Result.Dependencies.push_back(
+          dependencyPath(Name, Job.Commands.front().Directory));
 
   SourceCache Sources;
   for (const ClangTidyError &E : Result.Errors) {
@@ -174,6 +243,40 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options) {
 
 } // namespace
 
+TUResult runTU(const TUJob &Job, const RunOptions &Options,
+               const TUExtras &Extras) {
+  return runOne(Job, Options, Extras);
+}
+
+std::vector<std::string> effectiveArguments(const TUJob &Job,
+                                            const CompileCommand &Command,
+                                            const RunOptions &Options) {
+  std::shared_ptr<clang::tidy::ClangTidyOptionsProvider> Provider =
+      Options.MakeOptionsProvider();
+  ArgumentsAdjuster Adjuster =
+      combineAdjusters(combineAdjusters(getClangStripOutputAdjuster(),
+                                        getClangSyntaxOnlyAdjuster()),
+                       getClangStripDependencyFileAdjuster());
+  Adjuster = combineAdjusters(
+      Adjuster, driverAdjuster(
+                    [Provider](StringRef File) {
+                      return clang::tidy::ClangTidyOptions::getDefaults().merge(
+                          Provider->getOptions(File), 0);
+                    },
+                    Options));
+  std::vector<std::string> Args =
+      Adjuster(Command.CommandLine, Command.Filename);
+  // What ClangTool adds last when the command names no resource directory.
+  static int Anchor;
+  if (llvm::none_of(Args, [](const std::string &A) {
+        return StringRef(A).starts_with("-resource-dir");
+      }))
+    Args.insert(Args.empty() ? Args.end() : Args.begin() + 1,
+                "-resource-dir=" + CompilerInvocation::GetResourcesPath(
+                                       "clang_tool", &Anchor));
+  return Args;
+}
+
 std::vector<TUResult> runAll(const std::vector<TUJob> &Jobs,
                              const RunOptions &Options) {
   std::vector<TUResult> Results(Jobs.size());
@@ -184,7 +287,11 @@ std::vector<TUResult> runAll(const std::vector<TUJob> &Jobs,
   Threads = std::max(1u, std::min<unsigned>(Threads, Jobs.size()));
   DefaultThreadPool Pool(hardware_concurrency(Threads));
   for (size_t I = 0; I < Jobs.size(); ++I)
-    Pool.async([&, I] { Results[I] = runOne(Jobs[I], Options); });
+    Pool.async([&, I] {
+      if (Options.OnStart)
+        Options.OnStart(Jobs[I]);
+      Results[I] = runOne(Jobs[I], Options, {});
+    });
   Pool.wait();
   return Results;
 }

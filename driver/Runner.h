@@ -31,6 +31,8 @@ struct RunOptions {
   /// cache configuration files and are not thread-safe.
   std::function<std::unique_ptr<clang::tidy::ClangTidyOptionsProvider>()>
       MakeOptionsProvider;
+  /// Called on a worker thread as each job starts (the progress line).
+  std::function<void(const TUJob &)> OnStart;
 };
 
 /// What one translation unit produced.
@@ -46,7 +48,29 @@ struct TUResult {
   bool CompileError = false;
   /// The TU could not be processed at all and no diagnostic says why.
   std::string ToolError;
+  /// Every file the TU read, absolute (with TUExtras::CollectDependencies).
+  std::vector<std::string> Dependencies;
 };
+
+/// What --audit adds to a TU's run (driver/Audit.cpp).
+struct TUExtras {
+  /// A precompiled header to load before the TU (-include-pch); "" for none.
+  std::string PCHPath;
+  /// Fill TUResult::Dependencies, system headers included.
+  bool CollectDependencies = false;
+};
+
+/// Analyses one job on the calling thread.
+TUResult runTU(const TUJob &Job, const RunOptions &Options,
+               const TUExtras &Extras = {});
+
+/// The arguments that runTU gives clang for \p Command of \p Job: the
+/// command after ClangTool's adjustments (-fsyntax-only, no -o), the
+/// configuration's and the options' extra arguments and -resource-dir.
+std::vector<std::string>
+effectiveArguments(const TUJob &Job,
+                   const clang::tooling::CompileCommand &Command,
+                   const RunOptions &Options);
 
 /// Analyses every job; the result at index I belongs to Jobs[I] whatever the
 /// scheduling was.

@@ -1,5 +1,8 @@
 //===--- Subcommands.cpp - torch-tidy driver ------------------------------===//
 //
+// `torch-tidy merge-sarif ...` merges the SARIF files of --shard runs
+// (MergeSarif.h).
+//
 // `torch-tidy verify ...` forwards to torch-tidy-verify, the runtime
 // verifier of runtime-check/, so that users see one tool. The verifier has
 // no LLVM dependency and is a separate program because it must also build on
@@ -8,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Subcommands.h"
+#include "MergeSarif.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -71,6 +75,8 @@ std::optional<int> runSubcommand(int Argc, const char **Argv) {
   StringRef Command = Argv[1];
   if (Command == "verify")
     return forwardToVerifier(Argc, Argv);
+  if (Command == "merge-sarif")
+    return mergeSarifMain(ArrayRef(Argv + 2, Argv + Argc));
   return std::nullopt;
 }
 

@@ -2,8 +2,9 @@
 //
 // clang-tidy's text format: `file:line:col: warning: message [check]`, then
 // the source line and a caret, in the layout clang 19 uses (line numbers in a
-// gutter), and `note:` lines the same way. No colours: the output must be
-// identical wherever it goes.
+// gutter), and `note:` lines the same way. Colours as clang's, only when the
+// stream has them enabled (--color); otherwise the bytes are the same wherever
+// the output goes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,22 +80,36 @@ static void printSnippet(raw_ostream &OS, const Location &Loc,
       Marks[D] = '~';
   }
   Marks[Caret] = '^';
-  OS << ' ' << std::string(Width, ' ') << " | "
-     << StringRef(Marks).rtrim(' ') << '\n';
+  OS << ' ' << std::string(Width, ' ') << " | ";
+  OS.changeColor(raw_ostream::GREEN, /*Bold=*/true);
+  OS << StringRef(Marks).rtrim(' ');
+  OS.resetColor();
+  OS << '\n';
 }
 
 static void printHeader(raw_ostream &OS, const Location &Loc,
                         StringRef Kind) {
-  if (!Loc.File.empty())
+  if (!Loc.File.empty()) {
+    OS.changeColor(raw_ostream::SAVEDCOLOR, /*Bold=*/true);
     OS << Loc.File << ':' << Loc.Line << ':' << Loc.Column << ": ";
+    OS.resetColor();
+  }
+  OS.changeColor(Kind == "error"     ? raw_ostream::RED
+                 : Kind == "warning" ? raw_ostream::MAGENTA
+                                     : raw_ostream::CYAN,
+                 /*Bold=*/true);
   OS << Kind << ": ";
+  OS.resetColor();
 }
 
 void printText(const Report &R, raw_ostream &OS) {
   for (const Finding &F : R.Findings) {
     printHeader(OS, F.Loc, levelName(F.Severity));
+    OS.changeColor(raw_ostream::SAVEDCOLOR, /*Bold=*/true);
     OS << F.Message << " [" << F.Check
-       << (F.WarningAsError ? ",-warnings-as-errors" : "") << "]\n";
+       << (F.WarningAsError ? ",-warnings-as-errors" : "") << "]";
+    OS.resetColor();
+    OS << '\n';
     printSnippet(OS, F.Loc, F.SourceLine, F.Ranges);
     // A one-line fix-it is shown under the caret, as clang does.
     if (F.Fixes.size() == 1 && F.Fixes[0].Loc.File == F.Loc.File &&
@@ -102,8 +117,11 @@ void printText(const Report &R, raw_ostream &OS) {
         StringRef(F.Fixes[0].Replacement).find('\n') == StringRef::npos &&
         !F.Fixes[0].Replacement.empty()) {
       unsigned Column = DisplayLine(F.SourceLine).at(F.Fixes[0].Loc.Column);
-      OS << ' ' << std::string(gutterWidth(F.Loc.Line), ' ') << " | "
-         << std::string(Column, ' ') << F.Fixes[0].Replacement << '\n';
+      OS << ' ' << std::string(gutterWidth(F.Loc.Line), ' ') << " | ";
+      OS.changeColor(raw_ostream::GREEN);
+      OS << std::string(Column, ' ') << F.Fixes[0].Replacement;
+      OS.resetColor();
+      OS << '\n';
     }
     for (const Note &N : F.Notes) {
       printHeader(OS, N.Loc, "note");

@@ -14,14 +14,19 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Audit.h"
 #include "CompileDb.h"
 #include "Config.h"
+#include "Explain.h"
 #include "FixApplier.h"
 #include "Finding.h"
 #include "Messages.h"
 #include "OutputFormats.h"
 #include "Runner.h"
+#include "Shard.h"
 #include "Subcommands.h"
+#include "Terminal.h"
+#include "UnsafeFixes.h"
 #include "clang/Frontend/CompilerInvocation.h"
 #include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/ADT/StringSet.h"
@@ -90,7 +95,8 @@ cl::opt<std::string> FormatName(
     cl::init("text"), cl::value_desc("text|json|sarif"), cl::cat(Category));
 OutputFormat Format = OutputFormat::Text;
 
-cl::opt<bool> Fix("fix", cl::desc("Apply the fix-its of the findings"),
+cl::opt<bool> Fix("fix",
+                  cl::desc("Apply the safe fix-its (those on the warnings)"),
                   cl::cat(Category));
 cl::opt<std::string>
     ExportFixes("export-fixes",
@@ -118,10 +124,45 @@ cl::list<std::string> ExtraArgsBefore(
     "extra-arg-before", cl::desc("Argument to prepend to compile commands"),
     cl::cat(Category));
 
-// Reserved for later: --fix-unsafe, --color, --explain, --audit.
+cl::opt<bool> FixUnsafe(
+    "fix-unsafe",
+    cl::desc("Apply the unsafe fix-its too (those on notes, as clang-tidy's "
+             "--fix-notes); implies --fix"),
+    cl::cat(Category));
+cl::opt<std::string> Explain("explain",
+                             cl::desc("Print the documentation of a check"),
+                             cl::value_desc("check"), cl::cat(Category));
+// --color is registered in parseCommandLine (Terminal.h says why).
+
+cl::opt<bool> Audit("audit",
+                    cl::desc("Analyse every TU of -p's database, with shared "
+                             "precompiled headers and a per-TU result cache "
+                             "(docs/driver.md)"),
+                    cl::cat(Category));
+cl::opt<std::string> CacheDir(
+    "cache-dir",
+    cl::desc("--audit's cache (default: <build dir>/.torch-tidy-cache)"),
+    cl::value_desc("dir"), cl::cat(Category));
+cl::opt<bool> NoPCH("no-pch", cl::desc("--audit: parse every TU in full"),
+                    cl::cat(Category));
+cl::opt<bool>
+    NoResultCache("no-result-cache",
+                  cl::desc("--audit: analyse every TU, even unchanged ones"),
+                  cl::cat(Category));
+cl::opt<unsigned> AuditMemory(
+    "audit-memory",
+    cl::desc("--audit: MiB that the parses may use at once (default: 80% of "
+             "the available memory)"),
+    cl::value_desc("MiB"), cl::init(0), cl::cat(Category));
+cl::opt<std::string>
+    ShardSpec("shard",
+              cl::desc("Analyse only part i of N of the TUs, e.g. --shard=2/4 "
+                       "(merge the SARIF files with `torch-tidy merge-sarif`)"),
+              cl::value_desc("i/N"), cl::cat(Category));
 
 /// Parses the command line; on error prints one line and returns false.
 bool parseCommandLine(int Argc, const char **Argv) {
+  addColorOption(Category);
   cl::HideUnrelatedOptions(Category);
   cl::SetVersionPrinter([](raw_ostream &OS) {
     OS << "torch-tidy " << TORCH_TIDY_VERSION << " (LLVM "
@@ -193,6 +234,20 @@ std::string resourceDir(const char *Argv0) {
   return TORCH_TIDY_CLANG_RESOURCE_DIR;
 }
 
+AuditOptions auditOptions(const char *Argv0) {
+  AuditOptions A;
+  A.CacheDir = normalizePath(CacheDir.empty() ? BuildPath + "/.torch-tidy-cache"
+                                              : CacheDir);
+  A.UsePCH = !NoPCH;
+  // The cache keeps findings, not the raw diagnostics that fixes need.
+  A.UseResultCache =
+      !NoResultCache && !Fix && !FixUnsafe && ExportFixes.empty();
+  A.MemoryBudget = uint64_t(AuditMemory) << 20;
+  A.ToolId = toolIdentity(Argv0);
+  A.Progress = Format == OutputFormat::Text;
+  return A;
+}
+
 void printReport(const Report &R) {
   switch (Format) {
   case OutputFormat::Text:
@@ -224,6 +279,13 @@ int run(int Argc, const char **Argv) {
   if (!parseCommandLine(Argc, Argv))
     return ExitError;
   setQuiet(Quiet);
+  ColorMode Color;
+  if (!parsedColorMode(Color))
+    return ExitError;
+  if (!Explain.empty()) {
+    outs().enable_colors(wantsColor(Color, outs()));
+    return explainCheck(Explain, Argv[0], outs());
+  }
   if (FormatName == "text") {
     Format = OutputFormat::Text;
   } else if (FormatName == "json") {
@@ -288,6 +350,23 @@ int run(int Argc, const char **Argv) {
     return ExitError;
   }
 
+  if (Audit) {
+    if (BuildPath.empty()) {
+      printError("--audit needs -p <build dir>");
+      return ExitError;
+    }
+    AllFiles = true;
+  } else if (NoPCH || NoResultCache || !CacheDir.empty() || AuditMemory) {
+    printError("--no-pch, --no-result-cache, --cache-dir and --audit-memory "
+               "need --audit");
+    return ExitError;
+  }
+  Shard Part;
+  if (!ShardSpec.empty())
+    if (std::string Problem = parseShard(ShardSpec, Part); !Problem.empty()) {
+      printError(Problem);
+      return ExitError;
+    }
   if (SourcePaths.empty() && !AllFiles) {
     printError("no input files (give files, or -p <build dir> --all)");
     return ExitError;
@@ -347,13 +426,22 @@ int run(int Argc, const char **Argv) {
       TUs.push_back(std::move(Job));
   }
 
+  if (!ShardSpec.empty())
+    selectShard(TUs, Part);
+
   RunOptions Options;
   Options.Jobs = Jobs;
   Options.ExtraArgs.assign(ExtraArgs.begin(), ExtraArgs.end());
   Options.ExtraArgsBefore.assign(ExtraArgsBefore.begin(), ExtraArgsBefore.end());
   Options.ResourceDir = resourceDir(Argv[0]);
   Options.MakeOptionsProvider = Providers;
-  std::vector<TUResult> Results = runAll(TUs, Options);
+  ProgressLine Progress(TUs.size(),
+                        Format == OutputFormat::Text && TUs.size() > 1);
+  Options.OnStart = [&Progress](const TUJob &Job) { Progress.start(Job.File); };
+  std::vector<TUResult> Results =
+      Audit ? runAudit(TUs, Options, auditOptions(Argv[0]))
+            : runAll(TUs, Options);
+  Progress.finish();
   for (const std::string &Message : takeConfigErrors()) {
     printError(Message); // a .clang-tidy of another directory
     R.ToolErrors.push_back({"", Message});
@@ -361,6 +449,7 @@ int run(int Argc, const char **Argv) {
 
   std::set<std::string> Rules;
   std::vector<Finding> Fixable;
+  std::vector<Finding> UnsafeFixable; // fix-its on notes
   std::vector<clang::tidy::ClangTidyError> RawErrors;
   for (TUResult &T : Results) {
     Rules.insert(T.EnabledChecks.begin(), T.EnabledChecks.end());
@@ -369,15 +458,18 @@ int run(int Argc, const char **Argv) {
       R.ToolErrors.push_back({T.File, T.ToolError});
     }
     if (T.CompileError) {
-      std::string Message = "'" + T.File + "' has compiler errors; its "
-                            "findings may be incomplete" +
-                            (Fix ? " and its fix-its are not applied" : "");
+      std::string Message =
+          "'" + T.File + "' has compiler errors; its findings may be " +
+          "incomplete" +
+          (Fix || FixUnsafe ? " and its fix-its are not applied" : "");
       printError(Message);
       R.ToolErrors.push_back({T.File, Message});
     } else {
       for (const Finding &F : T.Findings)
         if (!F.isCompilerError())
           Fixable.push_back(F);
+      std::vector<Finding> OnNotes = noteFixFindings(T.Errors);
+      UnsafeFixable.insert(UnsafeFixable.end(), OnNotes.begin(), OnNotes.end());
     }
     RawErrors.insert(RawErrors.end(), T.Errors.begin(), T.Errors.end());
     R.Findings.insert(R.Findings.end(), T.Findings.begin(), T.Findings.end());
@@ -388,6 +480,9 @@ int run(int Argc, const char **Argv) {
     return std::tie(A.File, A.Message) < std::tie(B.File, B.Message);
   });
 
+  // Colours only in the text format, so that JSON and SARIF stay plain.
+  outs().enable_colors(Format == OutputFormat::Text &&
+                       wantsColor(Color, outs()));
   printReport(R);
 
   bool Failed = !R.ToolErrors.empty();
@@ -396,7 +491,14 @@ int run(int Argc, const char **Argv) {
     if (!exportFixes(ExportFixes, Main, std::move(RawErrors)))
       Failed = true;
   }
-  if (Fix) {
+  sortAndUnique(UnsafeFixable); // a header's, seen from several TUs
+  if (FixUnsafe)
+    Fixable.insert(Fixable.end(), UnsafeFixable.begin(), UnsafeFixable.end());
+  else if (Fix && !UnsafeFixable.empty())
+    printNote(formatv("{0} unsafe fix-it(s) not applied; --fix-unsafe "
+                      "applies them (see each check's documentation)",
+                      UnsafeFixable.size()));
+  if (Fix || FixUnsafe) {
     sortAndUnique(Fixable);
     FixStats Stats = applyFixes(Fixable);
     printNote(formatv("applied {0} fix-it(s) to {1} file(s)",

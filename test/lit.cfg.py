@@ -20,6 +20,12 @@ config.environment["TERM"] = "dumb"
 
 plugin = os.path.join(config.torch_tidy_obj_root, "lib", "libTorchTidy.so")
 inputs = os.path.join(config.test_source_root, "Inputs")
+
+# A sanitized build (-DTORCH_TIDY_SANITIZE=...): config.clang_tidy is a
+# wrapper that preloads the ASan runtime into clang-tidy-19 (test/CMakeLists).
+if getattr(config, "sanitize", ""):
+    config.available_features.add("sanitize")
+    config.environment.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
 check = ("python3 %s --clang-tidy=%s --plugin=%s --filecheck=%s --inputs=%s" % (
     os.path.join(config.test_source_root, "check_torch_tidy.py"),
     config.clang_tidy, plugin, os.path.join(llvm_bin, "FileCheck"), inputs))
@@ -48,10 +54,21 @@ multitool = os.path.join(config.torch_tidy_obj_root, "node_modules", "@microsoft
 if os.path.exists(multitool):
     config.available_features.add("sarif-multitool")
     config.substitutions.append(("%sarif_multitool", multitool))
+if shutil.which("script"):  # util-linux: runs a command on a terminal
+    config.available_features.add("script")
 if os.path.exists(os.path.join(config.torch_tidy_obj_root, "bin", "torch-tidy-verify")):
     config.available_features.add("runtime-check")
 if shutil.which("pre-commit"):
     config.available_features.add("pre-commit")
+if shutil.which("cmake") and shutil.which("ninja"):
+    config.available_features.add("cmake")
+run_clang_tidy = (shutil.which("run-clang-tidy-19")
+                  or shutil.which("run-clang-tidy", path=llvm_bin))
+if run_clang_tidy:
+    config.available_features.add("run-clang-tidy")
+    config.substitutions.append(("%run_clang_tidy", run_clang_tidy))
+# The build directory (build/examples/compile_commands.json lives there).
+config.substitutions.append(("%obj_root", config.torch_tidy_obj_root))
 if os.getuid() == 0:
     config.available_features.add("root")
 

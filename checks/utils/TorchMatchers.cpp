@@ -51,6 +51,8 @@ llvm::ArrayRef<llvm::StringRef> deviceCountFunctionNames() {
 }
 
 static bool hasQualifiedRecordName(QualType T, llvm::StringRef Name) {
+  if (T.isNull()) // an expression clang could not type (invalid code)
+    return false;
   T = T.getNonReferenceType().getCanonicalType();
   const auto *RD = T->getAsCXXRecordDecl();
   return RD && RD->getQualifiedNameAsString() == Name;

@@ -3,6 +3,7 @@
 #include "UserCodeParents.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Basic/SourceManager.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
 #include <memory>
@@ -56,15 +57,30 @@ private:
     if (Stack.empty())
       return;
     llvm::SmallVector<DynTypedNode, 1> &Entry = Table[Node];
+    const DynTypedNode &Parent = Stack.back();
     // A node reached twice (e.g. through an instantiation) keeps one entry
-    // per distinct parent, as ParentMapContext does.
-    if (!llvm::is_contained(Entry, Stack.back()))
-      Entry.push_back(Stack.back());
+    // per distinct parent, as ParentMapContext does. A shared default
+    // argument is reached from every call that uses it, so past a few
+    // parents the duplicate test goes through a set to stay linear.
+    if (Entry.size() < LinearScanLimit) {
+      if (!llvm::is_contained(Entry, Parent))
+        Entry.push_back(Parent);
+      return;
+    }
+    llvm::DenseSet<const void *> &Seen = ManyParentsSeen[Node];
+    if (Seen.empty())
+      for (const DynTypedNode &Known : Entry)
+        Seen.insert(Known.getMemoizationData());
+    if (Seen.insert(Parent.getMemoizationData()).second)
+      Entry.push_back(Parent);
   }
+
+  static constexpr size_t LinearScanLimit = 8;
 
   const SourceManager &SM;
   ParentTable &Table;
   llvm::SmallVector<DynTypedNode, 32> Stack;
+  llvm::DenseMap<const void *, llvm::DenseSet<const void *>> ManyParentsSeen;
 };
 
 /// One map per live ASTContext; the driver analyses TUs on several threads.

@@ -1,0 +1,2 @@
+#include "unguarded.h"
+void a(at::Tensor t) { t.cuda(); }

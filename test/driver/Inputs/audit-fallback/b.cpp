@@ -1,0 +1,2 @@
+#include "unguarded.h"
+void b(at::Tensor t) { t.cpu(); }

@@ -1,0 +1,3 @@
+#pragma once
+#warning "noisy header"
+#include <torch/torch.h>

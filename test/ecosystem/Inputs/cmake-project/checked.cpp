@@ -1,0 +1,3 @@
+#include <torch/torch.h>
+
+void checked(torch::Tensor x) { x.cpu(); }

@@ -1,0 +1,3 @@
+#include <torch/torch.h>
+
+void unchecked(torch::Tensor x) { x.cpu(); }
