@@ -36,15 +36,7 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def libtorch_flags():
-    flags = ["-std=c++17", "-isystem", "/usr/include/torch/csrc/api/include",
-             "-isystem", os.path.join(ROOT, "test", "shim")]
-    if os.path.isdir("/usr/local/cuda/include"):
-        flags += ["-isystem", "/usr/local/cuda/include"]
-    return flags
+from benchlib import ROOT, libtorch_flags
 
 
 def make_corpus(out, count):

@@ -24,16 +24,8 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import ROOT, libtorch_flags
 DEFAULT_TU = os.path.join(ROOT, "bench", "corpus", "cnn_train.cpp")
-
-
-def libtorch_flags():
-    flags = ["-std=c++17", "-isystem", "/usr/include/torch/csrc/api/include",
-             "-isystem", os.path.join(ROOT, "test", "shim")]
-    if os.path.isdir("/usr/local/cuda/include"):
-        flags += ["-isystem", "/usr/local/cuda/include"]
-    return flags
 
 
 def peak_rss_kib(cmd, ok_codes):

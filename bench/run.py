@@ -28,15 +28,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def libtorch_flags():
-    flags = ["-std=c++17", "-isystem", "/usr/include/torch/csrc/api/include",
-             "-isystem", os.path.join(ROOT, "test", "shim")]
-    if os.path.isdir("/usr/local/cuda/include"):
-        flags += ["-isystem", "/usr/local/cuda/include"]
-    return flags
+from benchlib import ROOT, libtorch_flags
 
 
 def measure(cmd, ok_codes, cwd):
