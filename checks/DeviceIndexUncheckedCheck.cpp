@@ -145,7 +145,7 @@ public:
     if (!D)
       return true;
     // LibTorch's own headers cannot guard the user's ordinals.
-    if (!isa<TranslationUnitDecl>(D) && SM.isInSystemHeader(D->getLocation()))
+    if (isSystemHeaderDecl(*D, SM))
       return true;
     const auto *Function = dyn_cast<FunctionDecl>(D);
     if (!Function || !Function->doesThisDeclarationHaveABody() ||

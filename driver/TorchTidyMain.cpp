@@ -18,14 +18,15 @@
 #include "CompileDb.h"
 #include "Config.h"
 #include "Explain.h"
-#include "FixApplier.h"
 #include "Finding.h"
+#include "FixApplier.h"
 #include "Messages.h"
 #include "OutputFormats.h"
 #include "Runner.h"
 #include "Shard.h"
 #include "Subcommands.h"
 #include "Terminal.h"
+#include "TorchTidyForceLinker.h"
 #include "UnsafeFixes.h"
 #include "clang/Frontend/CompilerInvocation.h"
 #include "clang/Tooling/CompilationDatabase.h"
@@ -35,22 +36,14 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include <set>
 #include <unistd.h>
 
 using namespace llvm;
 using namespace torchtidy;
-
-namespace clang::tidy {
-// Defined in checks/TorchTidyModule.cpp; referencing it keeps the module's
-// registration in the link.
-extern volatile int TorchTidyModuleAnchorSource;
-static int LLVM_ATTRIBUTE_UNUSED TorchTidyModuleAnchorDestination =
-    TorchTidyModuleAnchorSource;
-} // namespace clang::tidy
 
 namespace {
 

@@ -30,19 +30,10 @@ cd "$root"
 build=${BUILD_DIR:-build-fuzz}
 cxx=${CXX:-clang++-19}
 
-if ! "$cxx" -print-file-name=libclang_rt.fuzzer-x86_64.a | grep -q /; then
-  echo "error: $cxx has no libFuzzer runtime; install libclang-rt-19-dev" >&2
-  exit 2
-fi
-
-launcher=()
-if command -v ccache >/dev/null 2>&1; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-  -DCMAKE_CXX_COMPILER="$cxx" -DTORCH_TIDY_ENABLE_FUZZER=ON \
-  -DTORCH_TIDY_ENABLE_RUNTIME_CHECK=OFF "${launcher[@]}" >/dev/null
+# shellcheck source=instrumented-build.sh
+source scripts/instrumented-build.sh
+configure_instrumented "$build" "$cxx" libclang_rt.fuzzer-x86_64.a \
+  -DTORCH_TIDY_ENABLE_FUZZER=ON
 cmake --build "$build" --target torch-tidy-fuzzer -j"${JOBS:-2}"
 
 corpus=$build/corpus

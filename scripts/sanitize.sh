@@ -29,19 +29,10 @@ case ${1:-} in
   *) echo "usage: scripts/sanitize.sh [--filter <regex>]" >&2; exit 2 ;;
 esac
 
-if ! "$cxx" -print-file-name=libclang_rt.asan-x86_64.so | grep -q /; then
-  echo "error: $cxx has no sanitizer runtimes; install libclang-rt-19-dev" >&2
-  exit 2
-fi
-
-launcher=()
-if command -v ccache >/dev/null 2>&1; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-  -DCMAKE_CXX_COMPILER="$cxx" -DTORCH_TIDY_SANITIZE=address,undefined \
-  -DTORCH_TIDY_ENABLE_RUNTIME_CHECK=OFF "${launcher[@]}" >/dev/null || exit 2
+# shellcheck source=instrumented-build.sh
+source scripts/instrumented-build.sh
+configure_instrumented "$build" "$cxx" libclang_rt.asan-x86_64.so \
+  -DTORCH_TIDY_SANITIZE=address,undefined || exit 2
 cmake --build "$build" -j"${JOBS:-2}" --target TorchTidy torch-tidy TorchTidyUnitTests ||
   exit 2
 

@@ -3,6 +3,7 @@
 #include "CudaUseIndex.h"
 #include "CudaAvailabilityGuard.h"
 #include "CudaDeviceLiterals.h"
+#include "utils/UserCodeParents.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Basic/SourceManager.h"
@@ -38,8 +39,7 @@ public:
   bool TraverseDecl(Decl *D) {
     if (!D)
       return true;
-    if (!isa<TranslationUnitDecl>(D) && D->getLocation().isValid() &&
-        SM.isInSystemHeader(SM.getExpansionLoc(D->getLocation())))
+    if (isSystemHeaderDecl(*D, SM))
       return true;
     std::optional<RootKey> K;
     if (auto *FD = dyn_cast<FunctionDecl>(D)) {

@@ -32,8 +32,7 @@ public:
   bool TraverseDecl(Decl *D) {
     if (!D)
       return true;
-    if (!isa<TranslationUnitDecl>(D) && D->getLocation().isValid() &&
-        SM.isInSystemHeader(SM.getExpansionLoc(D->getLocation())))
+    if (isSystemHeaderDecl(*D, SM))
       return true;
     record(D);
     Stack.push_back(DynTypedNode::create(*D));
@@ -101,6 +100,12 @@ void forgetContext(void *Ctx) {
 }
 
 } // namespace
+
+bool isSystemHeaderDecl(const Decl &D, const SourceManager &SM) {
+  // isInSystemHeader() looks at the expansion location of a macro's code.
+  return !isa<TranslationUnitDecl>(D) && D.getLocation().isValid() &&
+         SM.isInSystemHeader(D.getLocation());
+}
 
 UserCodeParents::UserCodeParents(ASTContext &Ctx) {
   ParentCollector(Ctx.getSourceManager(), Parents)

@@ -43,6 +43,11 @@ private:
   llvm::DenseMap<const void *, llvm::SmallVector<DynTypedNode, 1>> Parents;
 };
 
+/// Whether \p D is system code (LibTorch, the standard library): declared in
+/// a system header, or expanded there from a macro. The user-code walks skip
+/// it; the TranslationUnitDecl is never system code.
+bool isSystemHeaderDecl(const Decl &D, const SourceManager &SM);
+
 /// Shorthand for UserCodeParents::of(Ctx).parents(Node).
 template <typename T>
 llvm::ArrayRef<DynTypedNode> userCodeParents(const T &Node, ASTContext &Ctx) {

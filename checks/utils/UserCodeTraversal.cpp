@@ -1,6 +1,7 @@
 //===--- UserCodeTraversal.cpp - torch-tidy -------------------------------===//
 
 #include "UserCodeTraversal.h"
+#include "UserCodeParents.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 
@@ -19,12 +20,9 @@ void UserCodeTraversal::registerMatchers(MatchFinder *Finder) {
 std::vector<Decl *> UserCodeTraversal::userDeclarations(ASTContext &Ctx) {
   const SourceManager &SM = Ctx.getSourceManager();
   std::vector<Decl *> Scope;
-  for (Decl *D : Ctx.getTranslationUnitDecl()->decls()) {
-    SourceLocation Loc = D->getLocation();
-    if (Loc.isValid() && SM.isInSystemHeader(SM.getExpansionLoc(Loc)))
-      continue;
-    Scope.push_back(D);
-  }
+  for (Decl *D : Ctx.getTranslationUnitDecl()->decls())
+    if (!isSystemHeaderDecl(*D, SM))
+      Scope.push_back(D);
   return Scope;
 }
 

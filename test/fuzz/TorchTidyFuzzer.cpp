@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TorchTidyForceLinker.h"
 #include "clang-tidy/ClangTidy.h"
 #include "clang-tidy/ClangTidyDiagnosticConsumer.h"
 #include "clang-tidy/ClangTidyModule.h"
@@ -37,13 +38,6 @@
 
 using namespace clang;
 using namespace clang::tidy;
-
-namespace clang::tidy {
-// Keeps the torch module's registration in the link (checks/TorchTidyModule).
-extern volatile int TorchTidyModuleAnchorSource;
-static int LLVM_ATTRIBUTE_UNUSED TorchTidyModuleAnchorDestination =
-    TorchTidyModuleAnchorSource;
-} // namespace clang::tidy
 
 namespace {
 
