@@ -1,18 +1,14 @@
 //===--- DeviceMismatchCheck.cpp - torch-tidy -----------------------------===//
 
 #include "DeviceMismatchCheck.h"
-#include "analysis/TensorFlowAnalysis.h"
-#include "clang-tidy/utils/OptionsUtils.h"
+#include "analysis/SummaryBuilder.h"
 #include "utils/TorchMatchers.h"
-#include "clang/Lex/Lexer.h"
-
-using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
 DeviceMismatchCheck::DeviceMismatchCheck(StringRef Name,
                                          ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context), UserCode(Context),
+    : ModelCheck(Name, Context),
       RawExtraFactories(Options.get("ExtraFactories", "")) {
   ApiOptions.ExtraFactories = parseNameList(RawExtraFactories);
 }
@@ -21,145 +17,127 @@ void DeviceMismatchCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
   Options.store(Opts, "ExtraFactories", RawExtraFactories);
 }
 
-void DeviceMismatchCheck::registerMatchers(MatchFinder *Finder) {
-  UserCode.registerMatchers(Finder);
-  registerAnalyzedBodyMatchers(*Finder, *this);
+/// The conflict between two operands, or None when there is none to report:
+/// element-wise operators accept a 0-dim CPU tensor next to a CUDA one.
+static DeviceConflict conflictOf(const ValueFacts &A, const ValueFacts &B,
+                                 bool AllowsZeroDimCPU) {
+  DeviceConflict C = compareDevices(A.Device.Value, B.Device.Value);
+  if (C != DeviceConflict::None && AllowsZeroDimCPU &&
+      ((A.Device.Value.isCPU() && A.MayBeZeroDim) ||
+       (B.Device.Value.isCPU() && B.MayBeZeroDim)))
+    return DeviceConflict::None;
+  return C;
 }
 
-/// How a warning names an operand: its source text when short.
-static std::string operandName(const Expr *E, const ASTContext &Ctx) {
-  E = stripConversions(E);
-  CharSourceRange Range = CharSourceRange::getTokenRange(E->getSourceRange());
-  StringRef Text = Lexer::getSourceText(Range, Ctx.getSourceManager(),
-                                        Ctx.getLangOpts());
-  if (Text.empty() || Text.size() > 40 || Text.contains('\n'))
-    return "operand";
-  return ("'" + Text + "'").str();
+/// "; this crashes on a machine where 'device' is CUDA" for a symbolic
+/// device against the CPU.
+static std::string onWhichMachine(DeviceConflict C, const DeviceValue &A,
+                                  const DeviceValue &B) {
+  if (C != DeviceConflict::OnAcceleratorMachine)
+    return "";
+  const DeviceValue &Symbolic = A.isSymbolic() ? A : B;
+  return "; this crashes on a machine where " + Symbolic.describe() +
+         " is CUDA";
 }
 
-static bool isElementwiseFunction(const FunctionDecl &FD) {
-  if (!FD.getIdentifier())
+bool DeviceMismatchCheck::report(SourceLocation Loc, StringRef What,
+                                 const Operand &First, const Operand &Second,
+                                 bool IsModuleCall, bool AllowsZeroDimCPU,
+                                 const ASTContext &Ctx) {
+  DeviceConflict C = conflictOf(First.Facts, Second.Facts, AllowsZeroDimCPU);
+  if (C == DeviceConflict::None)
     return false;
-  StringRef N = FD.getName();
-  return N == "add" || N == "sub" || N == "mul" || N == "div" || N == "where";
+  if (!firstAt(Loc))
+    return true;
+  const DeviceValue &A = First.Facts.Device.Value;
+  const DeviceValue &B = Second.Facts.Device.Value;
+  std::string OnA = A.describe() + fromWhere(First.Facts.Device, Ctx);
+  std::string OnB = B.describe() + fromWhere(Second.Facts.Device, Ctx);
+  std::string Message =
+      IsModuleCall ? "module " + First.Name + " has its parameters on " + OnA +
+                         " but is called with " + Second.Name + " on " + OnB
+                   : What.str() + " combines " + First.Name + " on " + OnA +
+                         " with " + Second.Name + " on " + OnB;
+  diag(Loc, "%0") << Message + onWhichMachine(C, A, B);
+  for (const Operand *O : {&First, &Second})
+    noteFact(O->Facts.Device, O->Name, "%0 is on %1 from here",
+             O->Facts.Device.Value.describe());
+  return true;
 }
 
-void DeviceMismatchCheck::checkOperands(
-    const Stmt &At, StringRef What, const Operand &First,
-    const ValueFacts &FirstFacts, const Operand &Second,
-    const ValueFacts &SecondFacts, bool IsModuleCall, bool AllowsZeroDimCPU) {
-  const DeviceValue &A = FirstFacts.Device.Value;
-  const DeviceValue &B = SecondFacts.Device.Value;
-  DeviceConflict Conflict = compareDevices(A, B);
-  if (Conflict == DeviceConflict::None)
+void DeviceMismatchCheck::checkRequirement(const CallExpr &Call,
+                                           const InstantiatedRequirement &I,
+                                           ProgramModel &Program) {
+  const Requirement &R = *I.Req;
+  if (R.Kind != Requirement::SameDevice)
     return;
-  // Element-wise operators accept a 0-dim CPU tensor next to a CUDA one.
-  if (AllowsZeroDimCPU && ((A.isCPU() && FirstFacts.MayBeZeroDim) ||
-                           (B.isCPU() && SecondFacts.MayBeZeroDim)))
+  const ValueFacts &A = I.First.Facts, &B = I.Second.Facts;
+  DeviceConflict C = conflictOf(A, B, R.AllowsZeroDimCPU);
+  if (C == DeviceConflict::None || !firstAt(Call.getExprLoc()))
     return;
-  std::string Message;
-  if (IsModuleCall)
-    Message = "module " + First.Name + " has its parameters on " +
-              A.describe() + " but is called with " + Second.Name + " on " +
-              B.describe();
-  else
-    Message = What.str() + " combines " + First.Name + " on " + A.describe() +
-              " with " + Second.Name + " on " + B.describe();
-  if (Conflict == DeviceConflict::OnAcceleratorMachine) {
-    const DeviceValue &Symbolic = A.isSymbolic() ? A : B;
-    Message += "; this crashes on a machine where " + Symbolic.describe() +
-               " is CUDA";
-  }
-  SourceLocation Loc = isa<Expr>(At) ? cast<Expr>(At).getExprLoc()
-                                     : At.getBeginLoc();
-  diag(Loc, "%0") << Message;
-  auto Note = [&](const Operand &O, const ValueFacts &F) {
-    if (F.Device.Origin.isValid())
-      diag(F.Device.Origin, "%0 is on %1 from here", DiagnosticIDs::Note)
-          << O.Name << F.Device.Value.describe();
-  };
-  Note(First, FirstFacts);
-  Note(Second, SecondFacts);
+  const ASTContext &Ctx = Program.context();
+  const FunctionDecl *Callee = Call.getDirectCallee();
+  std::string Name = Callee ? Program.calleeName(*Callee) : "the callee";
+  std::string OnA = A.Device.Value.describe() + fromWhere(A.Device, Ctx);
+  std::string OnB = B.Device.Value.describe() + fromWhere(B.Device, Ctx);
+  std::string Message =
+      R.IsModuleCall
+          ? Name + " calls module " + I.First.Name + ", on " + OnA +
+                ", with " + I.Second.Name + " on " + OnB
+          : Name + " combines " + I.First.Name + " on " + OnA + " with " +
+                I.Second.Name + " on " + OnB + " in " + R.What;
+  diag(Call.getExprLoc(), "%0")
+      << Message + onWhichMachine(C, A.Device.Value, B.Device.Value);
+  for (const InstantiatedOperand *O : {&I.First, &I.Second})
+    noteFact(O->Facts.Device, O->Name, "%0 is on %1 from here",
+             O->Facts.Device.Value.describe());
+  // Then into the callee, call by call, to the operation.
+  for (const CallStep *Step = R.Via; Step; Step = Step->Next)
+    diag(Step->Call, "which calls %0 here", DiagnosticIDs::Note)
+        << Step->Callee;
+  diag(R.At,
+       R.IsModuleCall ? "the module is called here" : "%0 combines them here",
+       DiagnosticIDs::Note)
+      << R.What;
 }
 
-void DeviceMismatchCheck::check(const MatchFinder::MatchResult &Result) {
-  std::optional<AnalyzedBody> Body = getAnalyzedBody(Result);
-  if (!Body)
-    return;
-  std::unique_ptr<TensorFlowAnalysis> Analysis = TensorFlowAnalysis::run(
-      *Body->Function, *Body->Body, *Result.Context, ApiOptions);
-  if (!Analysis || !Analysis->converged())
-    return;
-  const TensorModel &Model = Analysis->model();
-  const ASTContext &Ctx = *Result.Context;
-
-  Analysis->replay([&](const Stmt &S, const TensorState &State) {
-    const auto *E = dyn_cast<Expr>(&S);
-    if (!E)
+void DeviceMismatchCheck::checkBody(const FunctionDecl &,
+                                    const TensorFlowAnalysis &Analysis,
+                                    ProgramModel &Program) {
+  const TensorModel &Model = Analysis.model();
+  const ASTContext &Ctx = Program.context();
+  Analysis.replay([&](const Stmt &S, const TensorState &State) {
+    if (const auto *Call = dyn_cast<CallExpr>(&S))
+      for (const InstantiatedRequirement &I :
+           requirementsAt(*Call, Model, State))
+        checkRequirement(*Call, I, Program);
+    DeviceOperation Op;
+    if (!matchDeviceOperation(S, Op))
       return;
-    ModuleCall MC;
-    if (matchModuleCall(*E, MC)) {
-      ValueFacts Module = Model.evaluate(MC.Module, State);
-      for (const Expr *Input : MC.Inputs)
-        if (isTensorType(Input->getType()))
-          checkOperands(S, "", {MC.Module, operandName(MC.Module, Ctx)},
-                        Module, {Input, operandName(Input, Ctx)},
-                        Model.evaluate(Input, State), /*IsModuleCall=*/true,
-                        /*AllowsZeroDimCPU=*/false);
-      return;
-    }
-    llvm::SmallVector<const Expr *, 4> Operands;
-    std::string What;
-    bool Elementwise = false;
-    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
-      OverloadedOperatorKind K = Op->getOperator();
-      bool Arithmetic = K == OO_Plus || K == OO_Minus || K == OO_Star ||
-                        K == OO_Slash || K == OO_PlusEqual ||
-                        K == OO_MinusEqual || K == OO_StarEqual ||
-                        K == OO_SlashEqual;
-      if (!Arithmetic || Op->getNumArgs() != 2)
-        return;
-      What = std::string("operator '") + getOperatorSpelling(K) + "'";
-      Operands = {Op->getArg(0), Op->getArg(1)};
-      Elementwise = true;
-    } else if (const auto *Call = dyn_cast<CallExpr>(E)) {
-      const FunctionDecl *FD = Call->getDirectCallee();
-      if (!FD || !isMultiTensorFunction(*FD))
-        return;
-      What = "'" + FD->getQualifiedNameAsString() + "'";
-      Elementwise = isElementwiseFunction(*FD);
-      for (const Expr *Arg : Call->arguments()) {
-        const Expr *Stripped = stripConversions(Arg);
-        if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(Stripped))
-          Stripped = stripConversions(Std->getSubExpr());
-        if (const auto *List = dyn_cast<InitListExpr>(Stripped))
-          Operands.append(List->inits().begin(), List->inits().end());
-        else if (isTensorType(Arg->getType()))
-          Operands.push_back(Arg);
-      }
-    } else {
+    SourceLocation Loc = cast<Expr>(S).getExprLoc();
+    auto OperandAt = [&](size_t I) {
+      const Expr *E = Op.Operands[I];
+      bool Tracked = (Op.IsModuleCall && I == 0) || isTensorType(E->getType());
+      return Operand{quotedSource(E, Ctx, "operand"),
+                     Tracked ? Model.evaluate(E, State) : ValueFacts()};
+    };
+    if (Op.IsModuleCall) {
+      Operand Module = OperandAt(0);
+      for (size_t I = 1; I < Op.Operands.size(); ++I)
+        if (isTensorType(Op.Operands[I]->getType()))
+          report(Loc, "", Module, OperandAt(I), /*IsModuleCall=*/true,
+                 /*AllowsZeroDimCPU=*/false, Ctx);
       return;
     }
-    llvm::SmallVector<ValueFacts, 4> Facts;
-    for (const Expr *O : Operands)
-      Facts.push_back(isTensorType(O->getType()) ? Model.evaluate(O, State)
-                                                 : ValueFacts());
     // Report the first conflicting pair only: one warning per operation.
+    llvm::SmallVector<Operand, 4> Operands;
+    for (size_t I = 0; I < Op.Operands.size(); ++I)
+      Operands.push_back(OperandAt(I));
     for (size_t I = 0; I < Operands.size(); ++I)
-      for (size_t J = I + 1; J < Operands.size(); ++J) {
-        DeviceConflict C = compareDevices(Facts[I].Device.Value,
-                                          Facts[J].Device.Value);
-        if (C == DeviceConflict::None)
-          continue;
-        if (Elementwise &&
-            ((Facts[I].Device.Value.isCPU() && Facts[I].MayBeZeroDim) ||
-             (Facts[J].Device.Value.isCPU() && Facts[J].MayBeZeroDim)))
-          continue;
-        checkOperands(S, What, {Operands[I], operandName(Operands[I], Ctx)},
-                      Facts[I], {Operands[J], operandName(Operands[J], Ctx)},
-                      Facts[J], /*IsModuleCall=*/false, Elementwise);
-        return;
-      }
+      for (size_t J = I + 1; J < Operands.size(); ++J)
+        if (report(Loc, Op.What, Operands[I], Operands[J],
+                   /*IsModuleCall=*/false, Op.Elementwise, Ctx))
+          return;
   });
 }
 

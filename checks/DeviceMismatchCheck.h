@@ -3,43 +3,40 @@
 #ifndef TORCH_TIDY_DEVICEMISMATCHCHECK_H
 #define TORCH_TIDY_DEVICEMISMATCHCHECK_H
 
-#include "analysis/TorchApi.h"
-#include "clang-tidy/ClangTidyCheck.h"
-#include "utils/UserCodeTraversal.h"
+#include "utils/ModelCheck.h"
 
 namespace clang::tidy::torch {
 
-class TensorFlowAnalysis;
-struct ValueFacts;
+struct InstantiatedRequirement;
 
 /// Flags a module call, operator or multi-tensor function whose operands the
-/// flow analysis proves to be on different devices.
+/// flow analysis proves to be on different devices, and a call of a user
+/// function that combines arguments proven to be on different devices.
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-device-mismatch.md
-class DeviceMismatchCheck : public ClangTidyCheck {
+class DeviceMismatchCheck : public ModelCheck {
 public:
   DeviceMismatchCheck(StringRef Name, ClangTidyContext *Context);
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
-  void registerMatchers(ast_matchers::MatchFinder *Finder) override;
-  void check(const ast_matchers::MatchFinder::MatchResult &Result) override;
-  bool isLanguageVersionSupported(const LangOptions &LangOpts) const override {
-    return LangOpts.CPlusPlus;
-  }
 
 private:
-  UserCodeTraversal UserCode;
+  void checkBody(const FunctionDecl &Function,
+                 const TensorFlowAnalysis &Analysis,
+                 ProgramModel &Program) override;
   struct Operand {
-    const Expr *E;
     std::string Name;
+    ValueFacts Facts;
   };
-  void checkOperands(const Stmt &At, llvm::StringRef What,
-                     const Operand &First, const ValueFacts &FirstFacts,
-                     const Operand &Second, const ValueFacts &SecondFacts,
-                     bool IsModuleCall, bool AllowsZeroDimCPU);
+  /// Reports the two operands of one operation when they conflict; true
+  /// when it did.
+  bool report(SourceLocation Loc, StringRef What, const Operand &First,
+              const Operand &Second, bool IsModuleCall, bool AllowsZeroDimCPU,
+              const ASTContext &Ctx);
+  void checkRequirement(const CallExpr &Call, const InstantiatedRequirement &R,
+                        ProgramModel &Program);
 
   const StringRef RawExtraFactories;
-  TorchApiOptions ApiOptions;
 };
 
 } // namespace clang::tidy::torch

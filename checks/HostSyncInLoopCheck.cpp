@@ -17,25 +17,21 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostSyncInLoopCheck.h"
-#include "analysis/TensorFlowAnalysis.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/TorchMatchers.h"
 #include "utils/TrainingLoop.h"
 #include "utils/UserCodeParents.h"
-#include "clang/Lex/Lexer.h"
 #include "llvm/ADT/DenseMap.h"
-
-using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
 HostSyncInLoopCheck::HostSyncInLoopCheck(StringRef Name,
                                          ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context), UserCode(Context),
+    : ModelCheck(Name, Context),
       RawTrainingStepFunctions(Options.get("TrainingStepFunctions", "")),
       RawExtraSyncFunctions(Options.get("ExtraSyncFunctions", "")),
       MaxLoopDepth(std::max(1u, Options.get("MaxLoopDepth", 1u))) {
-  LoopOptions.ExtraStepFunctions = parseNameList(RawTrainingStepFunctions);
+  ApiOptions.ExtraStepFunctions = parseNameList(RawTrainingStepFunctions);
   ApiOptions.ExtraSyncFunctions = parseNameList(RawExtraSyncFunctions);
 }
 
@@ -43,11 +39,6 @@ void HostSyncInLoopCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
   Options.store(Opts, "TrainingStepFunctions", RawTrainingStepFunctions);
   Options.store(Opts, "ExtraSyncFunctions", RawExtraSyncFunctions);
   Options.store(Opts, "MaxLoopDepth", MaxLoopDepth);
-}
-
-void HostSyncInLoopCheck::registerMatchers(MatchFinder *Finder) {
-  UserCode.registerMatchers(Finder);
-  registerAnalyzedBodyMatchers(*Finder, *this);
 }
 
 namespace {
@@ -67,26 +58,20 @@ bool isLoop(const Stmt &S, const ASTContext &Ctx) {
          !isRunOnceDo(S, Ctx);
 }
 
-/// A call that makes the loop running it a training loop: a backward pass or
-/// an optimizer step (TrainingLoop.h), or a project's own training-step
-/// function.
-bool isTrainingStepCall(const CallExpr &Call, const TrainingLoopOptions &Opts) {
-  return isBackwardCall(Call, Opts) || isOptimizerStepCall(Call, Opts);
-}
-
 /// The first training-step call in \p S, outside nested loops and lambdas.
 ///
-/// Unlike findBackwardCall, this does not descend into nested loops: an epoch
+/// Unlike findTrainingCall, this does not descend into nested loops: an epoch
 /// loop whose inner batch loop trains is not itself a training loop.
-const CallExpr *findTrainingCall(const Stmt *S, const ASTContext &Ctx,
-                                 const TrainingLoopOptions &Opts) {
-  if (!S || isa<LambdaExpr>(S) || isLoop(*S, Ctx))
+const CallExpr *findStepInLoop(const Stmt *S, ProgramModel &Program) {
+  if (!S || isa<LambdaExpr>(S) || isLoop(*S, Program.context()))
     return nullptr;
+  // A backward pass or an optimizer step (TrainingLoop.h), a project's own
+  // training-step function, or a user function whose summary runs one.
   if (const auto *Call = dyn_cast<CallExpr>(S))
-    if (isTrainingStepCall(*Call, Opts))
+    if (callTrains(*Call, Program, TrainingCall::BackwardOrStep))
       return Call;
   for (const Stmt *Child : S->children())
-    if (const CallExpr *Found = findTrainingCall(Child, Ctx, Opts))
+    if (const CallExpr *Found = findStepInLoop(Child, Program))
       return Found;
   return nullptr;
 }
@@ -156,23 +141,18 @@ struct TrainingLoop {
 
 } // namespace
 
-void HostSyncInLoopCheck::check(const MatchFinder::MatchResult &Result) {
-  std::optional<AnalyzedBody> Body = getAnalyzedBody(Result);
-  if (!Body)
-    return;
-  std::unique_ptr<TensorFlowAnalysis> Analysis = TensorFlowAnalysis::run(
-      *Body->Function, *Body->Body, *Result.Context, ApiOptions);
-  if (!Analysis || !Analysis->converged())
-    return;
-  const TensorModel &Model = Analysis->model();
-  ASTContext &Ctx = *Result.Context;
+void HostSyncInLoopCheck::checkBody(const FunctionDecl &,
+                                    const TensorFlowAnalysis &Analysis,
+                                    ProgramModel &Program) {
+  const TensorModel &Model = Analysis.model();
+  ASTContext &Ctx = Program.context();
 
   llvm::DenseMap<const Stmt *, const CallExpr *> StepCallOf;
   auto StepCall = [&](const Stmt &Loop) {
     auto [It, Inserted] = StepCallOf.try_emplace(&Loop, nullptr);
     if (Inserted)
       for (const Stmt *Part : repeatedParts(Loop))
-        if ((It->second = findTrainingCall(Part, Ctx, LoopOptions)))
+        if ((It->second = findStepInLoop(Part, Program)))
           break;
     return It->second;
   };
@@ -218,17 +198,11 @@ void HostSyncInLoopCheck::check(const MatchFinder::MatchResult &Result) {
     }
   };
 
-  auto Quoted = [&](const Expr *E, StringRef Fallback) -> std::string {
-    CharSourceRange Range = CharSourceRange::getTokenRange(
-        stripConversions(E)->getSourceRange());
-    StringRef Text = Lexer::getSourceText(Range, Ctx.getSourceManager(),
-                                          Ctx.getLangOpts());
-    if (Text.empty() || Text.size() > 48 || Text.contains('\n'))
-      return Fallback.str();
-    return ("'" + Text + "'").str();
+  auto Quoted = [&](const Expr *E, StringRef Fallback) {
+    return quotedSource(E, Ctx, Fallback, /*MaxLength=*/48);
   };
 
-  Analysis->replay([&](const Stmt &S, const TensorState &State) {
+  Analysis.replay([&](const Stmt &S, const TensorState &State) {
     const auto *Call = dyn_cast<CallExpr>(&S);
     if (!Call)
       return;
@@ -274,7 +248,7 @@ void HostSyncInLoopCheck::check(const MatchFinder::MatchResult &Result) {
       Tensor = Op->getArg(1);
       IsPrint = true;
       Loc = Op->getOperatorLoc();
-    } else if (isSynchronizeCall(*Call, ApiOptions)) {
+    } else if (isSynchronizeCall(*Call, Program.options())) {
       IsSynchronize = true;
     } else {
       return;
@@ -287,7 +261,7 @@ void HostSyncInLoopCheck::check(const MatchFinder::MatchResult &Result) {
         return;
     }
     TrainingLoop Where = UnconditionalTrainingLoop(S);
-    if (!Where.Loop)
+    if (!Where.Loop || !firstAt(Loc))
       return;
 
     std::string When;
@@ -320,9 +294,9 @@ void HostSyncInLoopCheck::check(const MatchFinder::MatchResult &Result) {
     diag(StepLoc, "inside this training loop, which calls '%0'",
          DiagnosticIDs::Note)
         << StepName;
-    if (Tensor && Facts.Device.Origin.isValid())
-      diag(Facts.Device.Origin, "%0 is on %1 from here", DiagnosticIDs::Note)
-          << Quoted(Tensor, "the tensor") << Facts.Device.Value.describe();
+    if (Tensor)
+      noteFact(Facts.Device, Quoted(Tensor, "the tensor"),
+               "%0 is on %1 from here", Facts.Device.Value.describe());
   });
 }
 

@@ -3,10 +3,7 @@
 #ifndef TORCH_TIDY_HOSTSYNCINLOOPCHECK_H
 #define TORCH_TIDY_HOSTSYNCINLOOPCHECK_H
 
-#include "analysis/TorchApi.h"
-#include "clang-tidy/ClangTidyCheck.h"
-#include "utils/TrainingLoop.h"
-#include "utils/UserCodeTraversal.h"
+#include "utils/ModelCheck.h"
 
 namespace clang::tidy::torch {
 
@@ -17,26 +14,20 @@ namespace clang::tidy::torch {
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-host-sync-in-loop.md
-class HostSyncInLoopCheck : public ClangTidyCheck {
+class HostSyncInLoopCheck : public ModelCheck {
 public:
   HostSyncInLoopCheck(StringRef Name, ClangTidyContext *Context);
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
-  void registerMatchers(ast_matchers::MatchFinder *Finder) override;
-  void check(const ast_matchers::MatchFinder::MatchResult &Result) override;
-  bool isLanguageVersionSupported(const LangOptions &LangOpts) const override {
-    return LangOpts.CPlusPlus;
-  }
 
 private:
-  UserCodeTraversal UserCode;
+  void checkBody(const FunctionDecl &Function,
+                 const TensorFlowAnalysis &Analysis,
+                 ProgramModel &Program) override;
   const StringRef RawTrainingStepFunctions;
   const StringRef RawExtraSyncFunctions;
   /// How many enclosing loops, innermost first, are searched for the
   /// training loop.
   const unsigned MaxLoopDepth;
-  /// TrainingStepFunctions go to ExtraStepFunctions.
-  TrainingLoopOptions LoopOptions;
-  TorchApiOptions ApiOptions;
 };
 
 } // namespace clang::tidy::torch

@@ -1,8 +1,8 @@
 //===--- InferenceWithoutNoGradCheck.cpp - torch-tidy ---------------------===//
 
 #include "InferenceWithoutNoGradCheck.h"
-#include "analysis/TorchApi.h"
 #include "clang-tidy/utils/OptionsUtils.h"
+#include "utils/TrainingLoop.h"
 #include "utils/GradMode.h"
 #include "utils/TorchMatchers.h"
 #include "utils/UserCodeParents.h"
@@ -14,10 +14,10 @@ namespace clang::tidy::torch {
 
 InferenceWithoutNoGradCheck::InferenceWithoutNoGradCheck(
     StringRef Name, ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context), UserCode(Context),
+    : ModelCheck(Name, Context),
       RawBackwardFunctions(Options.get("BackwardFunctions", "")),
       RawGuardTypes(Options.get("GuardTypes", "")) {
-  LoopOptions.ExtraBackwardFunctions = parseNameList(RawBackwardFunctions);
+  ApiOptions.ExtraBackwardFunctions = parseNameList(RawBackwardFunctions);
   GuardTypes = parseNameList(RawGuardTypes);
 }
 
@@ -29,18 +29,11 @@ void InferenceWithoutNoGradCheck::storeOptions(
   Options.store(Opts, "GuardTypes", RawGuardTypes);
 }
 
-void InferenceWithoutNoGradCheck::registerMatchers(MatchFinder *Finder) {
-  UserCode.registerMatchers(Finder);
-  Finder->addMatcher(callExpr(unless(isExpansionInSystemHeader()),
-                              unless(isInUserTemplateInstantiation()))
-                         .bind("call"),
-                     this);
-}
-
 void InferenceWithoutNoGradCheck::onStartOfTranslationUnit() {
+  ModelCheck::onStartOfTranslationUnit();
   Oracle.reset();
-  OracleContext = nullptr;
-  Reported.clear();
+  OracleProgram = nullptr;
+  ReportedLoops.clear();
 }
 
 namespace {
@@ -173,29 +166,37 @@ private:
 
 } // namespace
 
-static Escape findEscape(const Stmt &Scope, ASTContext &Ctx) {
+static Escape findEscape(const Stmt &Scope, const ASTContext &Ctx) {
   EscapeFinder Finder(Scope, Ctx);
   Finder.TraverseStmt(const_cast<Stmt *>(&Scope));
   return Finder.Result;
 }
 
-void InferenceWithoutNoGradCheck::check(
-    const MatchFinder::MatchResult &Result) {
-  const auto *Call = Result.Nodes.getNodeAs<CallExpr>("call");
-  ASTContext &Ctx = *Result.Context;
+void InferenceWithoutNoGradCheck::checkBody(const FunctionDecl &,
+                                            const TensorFlowAnalysis &Analysis,
+                                            ProgramModel &Program) {
+  Analysis.replay([&](const Stmt &S, const TensorState &) {
+    if (const auto *Call = dyn_cast<CallExpr>(&S))
+      checkModuleCall(*Call, Program);
+  });
+}
+
+void InferenceWithoutNoGradCheck::checkModuleCall(const CallExpr &Call,
+                                                  ProgramModel &Program) {
+  ASTContext &Ctx = Program.context();
   ModuleCall MC;
-  if (!Call || Call->isTypeDependent() || !matchModuleCall(*Call, MC))
+  if (Call.isTypeDependent() || !matchModuleCall(Call, MC))
     return;
-  if (Call->getBeginLoc().isMacroID())
+  if (Call.getBeginLoc().isMacroID())
     return;
-  EnclosingLoop Enclosing = findEnclosingLoop(*Call, Ctx);
-  if (!Enclosing.Loop || Reported.contains(Enclosing.Loop))
+  EnclosingLoop Enclosing = findEnclosingLoop(Call, Ctx);
+  if (!Enclosing.Loop || ReportedLoops.contains(Enclosing.Loop))
     return;
   const Stmt &Loop = *Enclosing.Loop;
 
   // 1. A backward pass or optimizer step in the loop, or a call that may run
   //    one: a training loop.
-  if (mayCallBackward(Loop, Ctx, LoopOptions))
+  if (mayCallBackward(Loop, Program))
     return;
   // 2. Tensors that leave the iteration may meet a backward later.
   Escape E = findEscape(Loop, Ctx);
@@ -203,20 +204,22 @@ void InferenceWithoutNoGradCheck::check(
     return;
   if (E == Escape::Function) {
     const Stmt *Body = enclosingFunctionBody(Loop, Ctx);
-    if (!Body || mayCallBackward(*Body, Ctx, LoopOptions) ||
+    if (!Body || mayCallBackward(*Body, Program) ||
         findEscape(*Body, Ctx) == Escape::OutOfFunction)
       return;
   }
   // 3. Autograd provably records here.
-  if (!Oracle || OracleContext != &Ctx) {
-    Oracle = std::make_unique<GradModeOracle>(Ctx, GuardTypes);
-    OracleContext = &Ctx;
+  if (!Oracle || OracleProgram != &Program) {
+    Oracle = std::make_unique<GradModeOracle>(Program, GuardTypes);
+    OracleProgram = &Program;
   }
-  if (Oracle->at(*Call) != GradModeAt::Enabled)
+  if (Oracle->at(Call) != GradModeAt::Enabled)
     return;
 
-  Reported.insert(&Loop);
-  diag(Call->getBeginLoc(),
+  ReportedLoops.insert(&Loop);
+  if (!firstAt(Call.getBeginLoc()))
+    return;
+  diag(Call.getBeginLoc(),
        "module forward in a loop that never calls backward() runs without "
        "torch::NoGradGuard; autograd records the graph and keeps every "
        "activation for a backward that never comes (evaluation or "

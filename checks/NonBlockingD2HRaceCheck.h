@@ -3,9 +3,7 @@
 #ifndef TORCH_TIDY_NONBLOCKINGD2HRACECHECK_H
 #define TORCH_TIDY_NONBLOCKINGD2HRACECHECK_H
 
-#include "analysis/TorchApi.h"
-#include "clang-tidy/ClangTidyCheck.h"
-#include "utils/UserCodeTraversal.h"
+#include "utils/ModelCheck.h"
 
 namespace clang::tidy::torch {
 
@@ -14,20 +12,16 @@ namespace clang::tidy::torch {
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-non-blocking-d2h-race.md
-class NonBlockingD2HRaceCheck : public ClangTidyCheck {
+class NonBlockingD2HRaceCheck : public ModelCheck {
 public:
   NonBlockingD2HRaceCheck(StringRef Name, ClangTidyContext *Context);
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
-  void registerMatchers(ast_matchers::MatchFinder *Finder) override;
-  void check(const ast_matchers::MatchFinder::MatchResult &Result) override;
-  bool isLanguageVersionSupported(const LangOptions &LangOpts) const override {
-    return LangOpts.CPlusPlus;
-  }
 
 private:
-  UserCodeTraversal UserCode;
+  void checkBody(const FunctionDecl &Function,
+                 const TensorFlowAnalysis &Analysis,
+                 ProgramModel &Program) override;
   const StringRef RawExtraSyncFunctions;
-  TorchApiOptions ApiOptions;
 };
 
 } // namespace clang::tidy::torch

@@ -1,18 +1,16 @@
 //===--- NonBlockingPageableCheck.cpp - torch-tidy ------------------------===//
 
 #include "NonBlockingPageableCheck.h"
-#include "analysis/TensorFlowAnalysis.h"
+#include "analysis/SummaryBuilder.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/TorchMatchers.h"
 #include "clang/Lex/Lexer.h"
-
-using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
 NonBlockingPageableCheck::NonBlockingPageableCheck(StringRef Name,
                                                    ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context), UserCode(Context),
+    : ModelCheck(Name, Context),
       RawExtraPinnedAllocators(Options.get("ExtraPinnedAllocators", "")),
       RawExtraFactories(Options.get("ExtraFactories", "")) {
   ApiOptions.ExtraPinnedAllocators = parseNameList(RawExtraPinnedAllocators);
@@ -22,22 +20,6 @@ NonBlockingPageableCheck::NonBlockingPageableCheck(StringRef Name,
 void NonBlockingPageableCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
   Options.store(Opts, "ExtraPinnedAllocators", RawExtraPinnedAllocators);
   Options.store(Opts, "ExtraFactories", RawExtraFactories);
-}
-
-void NonBlockingPageableCheck::registerMatchers(MatchFinder *Finder) {
-  UserCode.registerMatchers(Finder);
-  registerAnalyzedBodyMatchers(*Finder, *this);
-}
-
-/// How a message names the source: its text when short.
-static std::string sourceName(const Expr *E, const ASTContext &Ctx) {
-  E = stripConversions(E);
-  StringRef Text = Lexer::getSourceText(
-      CharSourceRange::getTokenRange(E->getSourceRange()),
-      Ctx.getSourceManager(), Ctx.getLangOpts());
-  if (Text.empty() || Text.size() > 40 || Text.contains('\n'))
-    return "the source tensor";
-  return ("'" + Text + "'").str();
 }
 
 /// `batch.data` / `batch.target` of a torch::data loader's batch.
@@ -64,34 +46,34 @@ static const CallExpr *pinnableFactory(const Expr *Source,
   return Call;
 }
 
-void NonBlockingPageableCheck::checkCopy(const CallExpr &Call,
-                                         const Expr *Source,
-                                         const Expr *Destination,
-                                         const TensorModel &Model,
-                                         const TensorState &State,
-                                         ASTContext &Ctx) {
-  std::optional<bool> NonBlocking =
-      Model.evaluateBool(argumentForParameter(Call, "non_blocking"), State);
-  if (!NonBlocking || !*NonBlocking || !Source || !Destination)
-    return;
-  ValueFacts From = Model.evaluate(Source, State);
-  if (From.Pin.Value != Pinning::Pageable || !From.Device.Value.isCPU())
-    return;
-  DeviceValue To = Model.evaluate(Destination, State).Device.Value;
-  if (!To.mayBeCUDA())
-    return;
-  std::string Name = sourceName(Source, Ctx);
+/// Pageable CPU memory copied to a device that may be CUDA.
+static bool isPageableUpload(const ValueFacts &From, const DeviceValue &To) {
+  return From.Pin.Value == Pinning::Pageable && From.Device.Value.isCPU() &&
+         To.mayBeCUDA();
+}
+
+static std::string destination(const DeviceValue &To) {
   std::string Where = To.describe();
   if (To.isSymbolic())
     Where += " (CUDA on a machine with a GPU)";
-  diag(Call.getExprLoc(),
-       "non_blocking copy of %0 to %1 from pageable memory runs "
-       "synchronously; pin the source (pin_memory() or "
-       "TensorOptions().pinned_memory(true)) for the copy to overlap")
-      << Name << Where;
+  return Where;
+}
+
+void NonBlockingPageableCheck::report(SourceLocation Loc, const Expr *Source,
+                                      const ValueFacts &From,
+                                      const Sourced<DeviceValue> &To,
+                                      const ASTContext &Ctx) {
+  if (!firstAt(Loc))
+    return;
+  std::string Name = quotedSource(Source, Ctx, "the source tensor");
+  diag(Loc, "non_blocking copy of %0%1 to %2 from pageable memory runs "
+            "synchronously; pin the source (pin_memory() or "
+            "TensorOptions().pinned_memory(true)) for the copy to overlap")
+      << Name << fromWhere(From.Pin, Ctx) << destination(To.Value);
   if (!From.Pin.Origin.isValid())
     return;
-  if (isLoaderField(Source)) {
+  notePath(From.Pin.Via, Name);
+  if (isLoaderField(Source) && !From.Pin.Via) {
     diag(From.Pin.Origin,
          "%0 comes from a torch::data loader, which collates batches into "
          "pageable memory",
@@ -106,35 +88,51 @@ void NonBlockingPageableCheck::checkCopy(const CallExpr &Call,
   // Unsafe, so it rides on the note: pinned memory is a scarce, page-locked
   // resource, and `.pin_memory()` costs one more host copy per allocation.
   if (const CallExpr *Factory =
-          pinnableFactory(Source, From.Pin.Origin, ApiOptions))
+          From.Pin.Via ? nullptr
+                       : pinnableFactory(Source, From.Pin.Origin, ApiOptions))
     Note << FixItHint::CreateInsertion(
         Lexer::getLocForEndOfToken(Factory->getEndLoc(), 0,
                                    Ctx.getSourceManager(), Ctx.getLangOpts()),
         ".pin_memory()");
 }
 
-void NonBlockingPageableCheck::check(const MatchFinder::MatchResult &Result) {
-  std::optional<AnalyzedBody> Body = getAnalyzedBody(Result);
-  if (!Body)
+void NonBlockingPageableCheck::checkRequirement(
+    const CallExpr &Call, const InstantiatedRequirement &I,
+    ProgramModel &Program) {
+  const Requirement &R = *I.Req;
+  if (R.Kind != Requirement::PinnedSource || !I.First.Argument ||
+      !isPageableUpload(I.First.Facts, I.Second.Facts.Device.Value))
     return;
-  std::unique_ptr<TensorFlowAnalysis> Analysis = TensorFlowAnalysis::run(
-      *Body->Function, *Body->Body, *Result.Context, ApiOptions);
-  if (!Analysis || !Analysis->converged())
-    return;
-  const TensorModel &Model = Analysis->model();
-  ASTContext &Ctx = *Result.Context;
+  report(Call.getExprLoc(), I.First.Argument, I.First.Facts,
+         I.Second.Facts.Device, Program.context());
+  for (const CallStep *Step = R.Via; Step; Step = Step->Next)
+    diag(Step->Call, "which calls %0 here", DiagnosticIDs::Note)
+        << Step->Callee;
+  diag(R.At, "the non_blocking copy is made here", DiagnosticIDs::Note);
+}
 
-  Analysis->replay([&](const Stmt &S, const TensorState &State) {
+void NonBlockingPageableCheck::checkBody(const FunctionDecl &,
+                                         const TensorFlowAnalysis &Analysis,
+                                         ProgramModel &Program) {
+  const TensorModel &Model = Analysis.model();
+  const ASTContext &Ctx = Program.context();
+  Analysis.replay([&](const Stmt &S, const TensorState &State) {
     const auto *Call = dyn_cast<CallExpr>(&S);
     if (!Call)
       return;
-    StringRef Method = tensorMethodName(*Call);
-    if (Method == "to" || Method == "cuda")
-      // The result is where the copy lands.
-      checkCopy(*Call, memberCallObject(*Call), Call, Model, State, Ctx);
-    else if (Method == "copy_" && Call->getNumArgs() >= 1)
-      checkCopy(*Call, Call->getArg(0), memberCallObject(*Call), Model, State,
-                Ctx);
+    for (const InstantiatedRequirement &I : requirementsAt(*Call, Model, State))
+      checkRequirement(*Call, I, Program);
+    TensorCopy Copy;
+    if (!matchTensorCopy(S, Copy) || !Copy.Source || !Copy.Destination)
+      return;
+    std::optional<bool> NonBlocking = Model.evaluateBool(
+        argumentForParameter(*Call, "non_blocking"), State);
+    if (!NonBlocking || !*NonBlocking)
+      return;
+    ValueFacts From = Model.evaluate(Copy.Source, State);
+    Sourced<DeviceValue> To = Model.evaluate(Copy.Destination, State).Device;
+    if (isPageableUpload(From, To.Value))
+      report(Call->getExprLoc(), Copy.Source, From, To, Ctx);
   });
 }
 

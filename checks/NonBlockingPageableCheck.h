@@ -3,40 +3,37 @@
 #ifndef TORCH_TIDY_NONBLOCKINGPAGEABLECHECK_H
 #define TORCH_TIDY_NONBLOCKINGPAGEABLECHECK_H
 
-#include "analysis/TorchApi.h"
-#include "clang-tidy/ClangTidyCheck.h"
-#include "utils/UserCodeTraversal.h"
+#include "utils/ModelCheck.h"
 
 namespace clang::tidy::torch {
 
-class TensorModel;
-class TensorState;
+struct InstantiatedRequirement;
 
 /// Flags a host-to-device copy with non_blocking set whose source the flow
 /// analysis proves to be in pageable host memory: CUDA copies it
-/// synchronously, so the flag buys no overlap.
+/// synchronously, so the flag buys no overlap. Also flags the call of a
+/// helper that makes such a copy of the pageable tensor it is given.
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-non-blocking-pageable.md
-class NonBlockingPageableCheck : public ClangTidyCheck {
+class NonBlockingPageableCheck : public ModelCheck {
 public:
   NonBlockingPageableCheck(StringRef Name, ClangTidyContext *Context);
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
-  void registerMatchers(ast_matchers::MatchFinder *Finder) override;
-  void check(const ast_matchers::MatchFinder::MatchResult &Result) override;
-  bool isLanguageVersionSupported(const LangOptions &LangOpts) const override {
-    return LangOpts.CPlusPlus;
-  }
 
 private:
-  UserCodeTraversal UserCode;
-  void checkCopy(const CallExpr &Call, const Expr *Source,
-                 const Expr *Destination, const TensorModel &Model,
-                 const TensorState &State, ASTContext &Ctx);
+  void checkBody(const FunctionDecl &Function,
+                 const TensorFlowAnalysis &Analysis,
+                 ProgramModel &Program) override;
+  /// Reports a copy of \p From to \p To at \p Loc; \p Source is the
+  /// expression that names the source in this function.
+  void report(SourceLocation Loc, const Expr *Source, const ValueFacts &From,
+              const Sourced<DeviceValue> &To, const ASTContext &Ctx);
+  void checkRequirement(const CallExpr &Call, const InstantiatedRequirement &R,
+                        ProgramModel &Program);
 
   const StringRef RawExtraPinnedAllocators;
   const StringRef RawExtraFactories;
-  TorchApiOptions ApiOptions;
 };
 
 } // namespace clang::tidy::torch

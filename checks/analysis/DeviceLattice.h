@@ -25,6 +25,9 @@ class DeviceValue {
 public:
   enum class Kind : unsigned char { Unknown, CPU, CUDA, Other, Symbolic };
 
+  /// Unknown.
+  DeviceValue() = default;
+
   static DeviceValue unknown() { return DeviceValue(); }
   static DeviceValue cpu() { return DeviceValue(Kind::CPU); }
   static DeviceValue cuda(int Ordinal = -1) {
@@ -60,7 +63,6 @@ public:
   bool operator!=(const DeviceValue &O) const { return !(*this == O); }
 
 private:
-  DeviceValue() = default;
   explicit DeviceValue(Kind K) : K(K) {}
 
   Kind K = Kind::Unknown;

@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ProgramModel.h"
 #include "TensorModel.h"
 #include "utils/TorchMatchers.h"
 #include "utils/UserCodeParents.h"
@@ -292,8 +293,10 @@ ValueFacts TensorModel::evaluateOperator(const Expr &E,
     AllNoGraph &= OpFacts.Graph.Value == GraphState::NoGraph;
     F.MayBeZeroDim &= OpFacts.MayBeZeroDim;
   }
-  if (F.Device.Value.isKnown())
+  if (F.Device.Value.isKnown()) {
     F.Device.Origin = E.getExprLoc();
+    F.Device.Via = nullptr;
+  }
   if (isUnderNoGrad(E.getExprLoc()) || AllNoGraph)
     F.Graph = {GraphState::NoGraph, E.getExprLoc()};
   else if (AnyInGraph)
@@ -306,12 +309,19 @@ ValueFacts TensorModel::evaluateOperator(const Expr &E,
 ValueFacts TensorModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
                                            const TensorState &S) const {
   ValueFacts F;
+  // A forward that runs returns on its input's device, which is the
+  // module's.
   ValueFacts Module = evaluate(MC.Module, S);
   F.Device = Module.Device;
-  if (!F.Device.Value.isKnown() && !MC.Inputs.empty())
-    F.Device = evaluate(MC.Inputs[0], S).Device;
-  if (F.Device.Value.isKnown())
+  if (!F.Device.Value.isKnown() && !MC.Inputs.empty()) {
+    Sourced<DeviceValue> Input = evaluate(MC.Inputs[0], S).Device;
+    if (Input.Value.isKnown() || !F.Device.Param)
+      F.Device = Input;
+  }
+  if (F.Device.Value.isKnown()) {
     F.Device.Origin = E.getExprLoc();
+    F.Device.Via = nullptr;
+  }
   F.Graph = {isUnderNoGrad(E.getExprLoc()) ? GraphState::NoGraph
                                            : GraphState::InGraph,
              E.getExprLoc()};
@@ -363,11 +373,15 @@ ValueFacts TensorModel::evaluateCall(const CallExpr &Call,
                                       : GraphState::InGraph,
                    Loc};
       F.MayBeZeroDim = true;
-    } else if (isDeviceType(Call.getType()) && FD->getIdentifier() &&
-               !isa<CXXMethodDecl>(FD)) {
-      // A helper such as pick_device(): whatever it returns.
-      F.Device = {DeviceValue::symbolic(FD), Loc};
+    } else if (const FunctionSummary *Summary =
+                   Program ? Program->summaryForCall(Call) : nullptr) {
+      F = instantiate(Summary->Return, Call, *Summary, S);
     }
+    // A helper such as pick_device() that proves no constant: whatever it
+    // returns.
+    if (isDeviceType(Call.getType()) && FD->getIdentifier() &&
+        !isa<CXXMethodDecl>(FD) && !F.Device.Value.isKnown())
+      F.Device = {DeviceValue::symbolic(FD), Loc};
   }
   if (const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call))
     if (const CXXMethodDecl *MD = MC->getMethodDecl())
@@ -402,12 +416,17 @@ ValueFacts TensorModel::evaluateFactory(const CallExpr &Call,
     OptionsKnown &= Options.Pin.Value != Pinning::Unknown;
   }
   const FunctionDecl *FD = Call.getDirectCallee();
+  // from_blob wraps memory the program allocated: its kind decides.
   bool FromUserMemory = FD && FD->getName() == "from_blob";
   if (F.Device.Value.isCPU()) {
     if (OptionsSayPinned)
       F.Pin = {Pinning::Pinned, Loc};
-    else if (OptionsKnown && !FromUserMemory)
+    else if (FromUserMemory && Call.getNumArgs() > 0)
+      F.Pin = {userMemoryPinning(Call.getArg(0)), Loc};
+    else if (OptionsKnown)
       F.Pin = {Pinning::Pageable, Loc};
+    if (F.Pin.Value == Pinning::Unknown)
+      F.Pin = {};
   }
   return F;
 }

@@ -11,11 +11,30 @@ static Sourced<T> joinSourced(const Sourced<T> &A, const Sourced<T> &B,
   if (!(A.Value == B.Value))
     return {Top, {}};
   // Keep one origin deterministically: the earlier one in the file.
-  Sourced<T> R = A;
   if (B.Origin.isValid() &&
-      (!A.Origin.isValid() || B.Origin.getRawEncoding() < A.Origin.getRawEncoding()))
-    R.Origin = B.Origin;
-  return R;
+      (!A.Origin.isValid() ||
+       B.Origin.getRawEncoding() < A.Origin.getRawEncoding()))
+    return B;
+  return A;
+}
+
+ValueFacts ValueFacts::ofParameter(const ParmVarDecl &P) {
+  ValueFacts F;
+  F.Device.Param = &P;
+  F.Pin.Param = &P;
+  F.Graph.Param = &P;
+  return F;
+}
+
+ValueFacts ValueFacts::withoutParameters() const {
+  ValueFacts F = *this;
+  if (F.Device.Param)
+    F.Device = {};
+  if (F.Pin.Param)
+    F.Pin = {};
+  if (F.Graph.Param)
+    F.Graph = {};
+  return F;
 }
 
 ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {

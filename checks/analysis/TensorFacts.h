@@ -13,6 +13,7 @@
 #include "clang/AST/Decl.h"
 #include "clang/AST/Expr.h"
 #include "clang/Basic/SourceLocation.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include <optional>
 
@@ -24,11 +25,34 @@ enum class Pinning : unsigned char { Unknown, Pinned, Pageable };
 /// Whether a tensor keeps an autograd graph alive.
 enum class GraphState : unsigned char { Unknown, InGraph, NoGraph };
 
+/// One step of the path by which a fact crossed calls: the call, in the
+/// caller, of the function whose code established it. Steps are interned by
+/// the ProgramModel and live as long as it; a path lists the outermost call
+/// first.
+struct CallStep {
+  SourceLocation Call;
+  /// How notes name the callee: "'make_background()'".
+  llvm::StringRef Callee;
+  const CallStep *Next = nullptr;
+};
+
 /// One fact with the place that established it, for notes.
+///
+/// In a function's own analysis a fact may stand for "whatever parameter
+/// `Param` held at entry" (Value is then the top of its lattice): function
+/// summaries are written in those terms and instantiated at each call.
 template <typename T> struct Sourced {
   T Value{};
   SourceLocation Origin;
-  bool operator==(const Sourced &O) const { return Value == O.Value; }
+  const ParmVarDecl *Param = nullptr;
+  /// The calls through which the fact reached this function; null when it
+  /// was established here.
+  const CallStep *Via = nullptr;
+  bool operator==(const Sourced &O) const {
+    return Value == O.Value && Param == O.Param;
+  }
+  /// Stands for a parameter's value at entry.
+  bool isParametric() const { return Param != nullptr; }
 };
 
 struct ValueFacts {
@@ -55,6 +79,12 @@ struct ValueFacts {
   }
   bool operator!=(const ValueFacts &O) const { return !(*this == O); }
   bool isEmpty() const { return *this == ValueFacts(); }
+
+  /// "Whatever \p P held at entry", for every fact that a call can carry.
+  static ValueFacts ofParameter(const ParmVarDecl &P);
+  /// These facts with every parameter's value replaced by "unknown": for
+  /// facts that outlive the function (a member a constructor sets).
+  ValueFacts withoutParameters() const;
 };
 
 /// Merges the facts of two paths: what both prove survives.
@@ -69,29 +99,6 @@ struct ValueKey {
     return Base == O.Base && Field == O.Field;
   }
   explicit operator bool() const { return Base || Field; }
-};
-
-/// Facts for every tracked location; a missing key means "nothing known".
-class TensorState {
-public:
-  const ValueFacts *lookup(ValueKey Key) const;
-  ValueFacts get(ValueKey Key) const;
-  void set(ValueKey Key, const ValueFacts &Facts);
-  void forget(ValueKey Key);
-  /// Forgets every field of \p Base too (after the whole object changed).
-  void forgetObject(const ValueDecl *Base);
-  /// A synchronisation completed every pending device-to-host copy.
-  void completePendingCopies();
-  /// Whether any tracked value still waits for a device-to-host copy.
-  bool hasPendingCopies() const;
-
-  /// Merges \p Other into this state; returns true when this state changed.
-  bool joinWith(const TensorState &Other);
-  bool operator==(const TensorState &O) const;
-  size_t size() const { return Facts.size(); }
-
-private:
-  llvm::DenseMap<ValueKey, ValueFacts> Facts;
 };
 
 } // namespace clang::tidy::torch
@@ -115,5 +122,40 @@ template <> struct DenseMapInfo<clang::tidy::torch::ValueKey> {
   static bool isEqual(const Key &A, const Key &B) { return A == B; }
 };
 } // namespace llvm
+
+namespace clang::tidy::torch {
+
+/// Facts for every tracked location; a missing key means "nothing known".
+class TensorState {
+public:
+  const ValueFacts *lookup(ValueKey Key) const;
+  ValueFacts get(ValueKey Key) const;
+  void set(ValueKey Key, const ValueFacts &Facts);
+  void forget(ValueKey Key);
+  /// Forgets every field of \p Base too (after the whole object changed).
+  void forgetObject(const ValueDecl *Base);
+  /// Forgets every member of `*this`.
+  void forgetMembers() { forgetObject(nullptr); }
+  /// Calls \p Fn on every tracked location and its facts.
+  template <typename Fn> void forEach(Fn F) const {
+    for (const auto &Entry : Facts)
+      F(Entry.first, Entry.second);
+  }
+  /// A synchronisation completed every pending device-to-host copy.
+  void completePendingCopies();
+  /// Whether any tracked value still waits for a device-to-host copy.
+  bool hasPendingCopies() const;
+
+  /// Merges \p Other into this state; returns true when this state changed.
+  bool joinWith(const TensorState &Other);
+  bool operator==(const TensorState &O) const;
+  size_t size() const { return Facts.size(); }
+
+private:
+  llvm::DenseMap<ValueKey, ValueFacts> Facts;
+};
+
+} // namespace clang::tidy::torch
+
 
 #endif // TORCH_TIDY_ANALYSIS_TENSORFACTS_H

@@ -17,17 +17,21 @@ namespace clang::tidy::torch {
 std::unique_ptr<TensorFlowAnalysis>
 TensorFlowAnalysis::run(const Decl &Function, const Stmt &Body,
                         ASTContext &Ctx, const TorchApiOptions &Opts,
-                        unsigned VisitsPerBlock) {
+                        unsigned VisitsPerBlock, ProgramModel *Program,
+                        const TensorState *Entry) {
   CFG::BuildOptions Options;
   Options.AddImplicitDtors = false;
   Options.AddTemporaryDtors = false;
+  // A constructor's member initialisers run first: they set class state.
+  Options.AddInitializers = true;
   Options.AddCXXDefaultInitExprInCtors = true;
   std::unique_ptr<CFG> Graph = CFG::buildCFG(
       &Function, const_cast<Stmt *>(&Body), &Ctx, Options);
   if (!Graph)
     return nullptr;
-  std::unique_ptr<TensorFlowAnalysis> Analysis(new TensorFlowAnalysis(
-      Function, Body, Ctx, Opts, std::move(Graph)));
+  std::unique_ptr<TensorFlowAnalysis> Analysis(
+      new TensorFlowAnalysis(Function, Body, Ctx, Opts, std::move(Graph),
+                             Program, Entry ? *Entry : TensorState()));
   Analysis->solve(VisitsPerBlock);
   return Analysis;
 }
@@ -35,9 +39,10 @@ TensorFlowAnalysis::run(const Decl &Function, const Stmt &Body,
 TensorFlowAnalysis::TensorFlowAnalysis(const Decl &Function, const Stmt &Body,
                                        ASTContext &Ctx,
                                        const TorchApiOptions &Opts,
-                                       std::unique_ptr<CFG> G)
-    : Function(Function), Model(Function, Body, Ctx, Opts),
-      Graph(std::move(G)) {
+                                       std::unique_ptr<CFG> G,
+                                       ProgramModel *Program, TensorState E)
+    : Function(Function), Model(Function, Body, Ctx, Opts, Program),
+      Graph(std::move(G)), Entry(std::move(E)) {
   for (const CFGBlock *Block : *Graph)
     for (const CFGElement &E : *Block)
       if (auto S = E.getAs<CFGStmt>())
@@ -90,9 +95,18 @@ void TensorFlowAnalysis::walk(const Stmt *S, bool IsElement,
 
 void TensorFlowAnalysis::runBlock(const CFGBlock &Block, TensorState &State,
                                   std::optional<Observer> Visit) const {
-  for (const CFGElement &E : Block)
+  for (const CFGElement &E : Block) {
     if (auto S = E.getAs<CFGStmt>())
       walk(S->getStmt(), /*IsElement=*/true, State, Visit);
+    else if (auto Init = E.getAs<CFGInitializer>())
+      Model.initializeMember(*Init->getInitializer(), State);
+  }
+}
+
+const TensorState *TensorFlowAnalysis::exitState() const {
+  const std::optional<TensorState> &Exit =
+      BlockEntry[Graph->getExit().getBlockID()];
+  return Exit ? &*Exit : nullptr;
 }
 
 /// The condition whose value picks between a block's two successors.
@@ -109,7 +123,7 @@ void TensorFlowAnalysis::solve(unsigned VisitsPerBlock) {
   // Pending blocks, by reverse post-order position.
   std::set<unsigned> Worklist;
   const CFGBlock &Entry = Graph->getEntry();
-  BlockEntry[Entry.getBlockID()] = TensorState();
+  BlockEntry[Entry.getBlockID()] = this->Entry;
   Worklist.insert(Order[Entry.getBlockID()]);
 
   size_t Budget = static_cast<size_t>(VisitsPerBlock) * ReversePostOrder.size();
@@ -195,12 +209,10 @@ void TensorFlowAnalysis::replay(Observer Visit) const {
 void registerAnalyzedBodyMatchers(MatchFinder &Finder,
                                   MatchFinder::MatchCallback &CB) {
   Finder.addMatcher(functionDecl(isDefinition(), hasBody(stmt()),
-                                 unless(isExpansionInSystemHeader()),
-                                 unless(isUserTemplateInstantiation()))
+                                 unless(isExpansionInSystemHeader()))
                         .bind("analyzedFunction"),
                     &CB);
-  Finder.addMatcher(lambdaExpr(unless(isExpansionInSystemHeader()),
-                               unless(isInUserTemplateInstantiation()))
+  Finder.addMatcher(lambdaExpr(unless(isExpansionInSystemHeader()))
                         .bind("analyzedLambda"),
                     &CB);
 }
@@ -209,14 +221,14 @@ std::optional<AnalyzedBody>
 getAnalyzedBody(const MatchFinder::MatchResult &Result) {
   if (const auto *FD =
           Result.Nodes.getNodeAs<FunctionDecl>("analyzedFunction")) {
-    if (FD->isDependentContext() ||
-        (isa<CXXMethodDecl>(FD) && cast<CXXMethodDecl>(FD)->getParent()->isLambda()))
+    // Lambda bodies are matched as lambdas.
+    if (isa<CXXMethodDecl>(FD) && cast<CXXMethodDecl>(FD)->getParent()->isLambda())
       return std::nullopt;
     return AnalyzedBody{FD, FD->getBody()};
   }
   if (const auto *L = Result.Nodes.getNodeAs<LambdaExpr>("analyzedLambda")) {
     const CXXMethodDecl *Op = L->getCallOperator();
-    if (!Op || Op->isDependentContext() || !L->getBody())
+    if (!Op || !L->getBody())
       return std::nullopt;
     return AnalyzedBody{Op, L->getBody()};
   }

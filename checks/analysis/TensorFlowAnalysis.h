@@ -21,17 +21,22 @@
 
 namespace clang::tidy::torch {
 
+class ProgramModel;
+
 class TensorFlowAnalysis {
 public:
   /// Block visits allowed per CFG block before the analysis gives up.
   static constexpr unsigned DefaultVisitsPerBlock = 16;
 
-  /// Analyses \p Body of \p Function. Returns nothing when no CFG can be
+  /// Analyses \p Body of \p Function, starting from \p Entry (nothing known
+  /// when null). With \p Program, calls of user functions use their
+  /// summaries; without, they are opaque. Returns nothing when no CFG can be
   /// built for it.
   static std::unique_ptr<TensorFlowAnalysis>
   run(const Decl &Function, const Stmt &Body, ASTContext &Ctx,
       const TorchApiOptions &Opts,
-      unsigned VisitsPerBlock = DefaultVisitsPerBlock);
+      unsigned VisitsPerBlock = DefaultVisitsPerBlock,
+      ProgramModel *Program = nullptr, const TensorState *Entry = nullptr);
 
   /// False when the iteration cap stopped the analysis before a fixpoint;
   /// the states are then not sound and checks must not report.
@@ -52,10 +57,15 @@ public:
 
   const TensorModel &model() const { return Model; }
   const Decl &function() const { return Function; }
+  /// The state at entry, and where the function returns normally (null
+  /// when it never does).
+  const TensorState &entryState() const { return Entry; }
+  const TensorState *exitState() const;
 
 private:
   TensorFlowAnalysis(const Decl &Function, const Stmt &Body, ASTContext &Ctx,
-                     const TorchApiOptions &Opts, std::unique_ptr<CFG> Graph);
+                     const TorchApiOptions &Opts, std::unique_ptr<CFG> Graph,
+                     ProgramModel *Program, TensorState Entry);
   void computeReversePostOrder();
   void solve(unsigned VisitsPerBlock);
   void reportCap(unsigned VisitsPerBlock) const;
@@ -67,6 +77,7 @@ private:
   const Decl &Function;
   TensorModel Model;
   std::unique_ptr<CFG> Graph;
+  TensorState Entry;
   /// Statements that are CFG elements in their own right.
   llvm::DenseSet<const Stmt *> Elements;
   /// Entry states, indexed by block ID; nullopt for unreached blocks.
@@ -76,13 +87,15 @@ private:
 };
 
 /// What every flow-sensitive check matches: function definitions and lambda
-/// bodies in user code (not system headers, not template instantiations).
+/// bodies in user code (not system headers), template instantiations
+/// included.
 void registerAnalyzedBodyMatchers(ast_matchers::MatchFinder &Finder,
                                   ast_matchers::MatchFinder::MatchCallback &CB);
 
 /// The declaration and body a match of those matchers names.
 struct AnalyzedBody {
-  const Decl *Function = nullptr;
+  /// A function, an instantiation or a lambda's call operator.
+  const FunctionDecl *Function = nullptr;
   const Stmt *Body = nullptr;
 };
 std::optional<AnalyzedBody>

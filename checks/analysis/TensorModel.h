@@ -31,11 +31,15 @@ private:
   llvm::SmallVector<SourceRange, 2> Ranges;
 };
 
-/// Knows how LibTorch operations move, pin, and attach values to the graph.
+class ProgramModel;
+struct FunctionSummary;
+
+/// Knows how LibTorch operations move, pin, and attach values to the graph,
+/// and, through the ProgramModel's summaries, what user functions do.
 class TensorModel {
 public:
   TensorModel(const Decl &Function, const Stmt &Body, ASTContext &Ctx,
-              const TorchApiOptions &Opts);
+              const TorchApiOptions &Opts, ProgramModel *Program = nullptr);
 
   /// The facts of the value \p E computes, in state \p S.
   ValueFacts evaluate(const Expr *E, const TensorState &S) const;
@@ -51,6 +55,23 @@ public:
   void transfer(const Stmt &S, TensorState &State) const;
   /// Narrows \p State on the edge where \p Cond evaluated to \p Taken.
   void refineOnBranch(const Expr *Cond, bool Taken, TensorState &State) const;
+  /// Applies a constructor's member initialiser.
+  void initializeMember(const CXXCtorInitializer &Init,
+                        TensorState &State) const;
+
+  /// The facts \p Summary gives for its return value, or for the exit state
+  /// of one location, as seen by the caller at \p Call: parameters are
+  /// replaced with the arguments' facts in \p S, and the facts established in
+  /// the callee remember the call in their path.
+  ValueFacts instantiate(const ValueFacts &InCallee, const CallExpr &Call,
+                         const FunctionSummary &Summary,
+                         const TensorState &S) const;
+  Sourced<DeviceValue> instantiate(const Sourced<DeviceValue> &InCallee,
+                                   const CallExpr &Call,
+                                   const TensorState &S) const;
+  /// The argument \p Call passes for the callee's parameter \p P.
+  static const Expr *argumentFor(const CallExpr &Call, const ParmVarDecl &P);
+  ProgramModel *program() const { return Program; }
 
   /// The storage location \p E denotes, when it is a tracked one.
   ValueKey keyOf(const Expr *E) const;
@@ -89,15 +110,35 @@ private:
   void assign(ValueKey Key, QualType Type, const Expr *Init, SourceLocation Loc,
               TensorState &State) const;
   void applyCallEffects(const CallExpr &Call, TensorState &State) const;
+  /// Applies the effects a user function's summary lists.
+  void applySummaryEffects(const CallExpr &Call, const FunctionSummary &Summary,
+                           TensorState &State) const;
+  /// Forgets what an opaque call may change.
+  void forgetOpaqueEffects(const CallExpr &Call, TensorState &State) const;
   bool isTracked(const ValueDecl *D) const;
+  template <typename T>
+  Sourced<T> throughCall(const Sourced<T> &InCallee,
+                         const CallExpr &Call) const;
 
   const Decl &Function;
   ASTContext &Ctx;
   const TorchApiOptions &Opts;
+  ProgramModel *Program;
   NoGradRegions NoGrad;
   /// Variables whose address escapes or that a lambda captures by
   /// reference: their value may change behind the analysis' back.
   llvm::DenseSet<const ValueDecl *> Escaped;
+  /// Tensor variables on which backward() is called, with the first such
+  /// call, for variables assigned once: LibTorch throws unless they are on
+  /// an autograd graph, so their value is.
+  llvm::DenseMap<const ValueDecl *, const CallExpr *> BackwardReceivers;
+  /// Pointers that cudaHostAlloc / cudaMallocHost fill: page-locked memory.
+  llvm::DenseSet<const ValueDecl *> PinnedHostPointers;
+
+  /// Whether the host memory \p Data points to (from_blob's first argument)
+  /// is page-locked: a std::vector's data(), a local array, `new[]` or
+  /// malloc are pageable, cudaHostAlloc'd memory is pinned.
+  Pinning userMemoryPinning(const Expr *Data) const;
 };
 
 } // namespace clang::tidy::torch

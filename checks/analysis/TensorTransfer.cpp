@@ -25,6 +25,68 @@ public:
                   llvm::DenseSet<const ValueDecl *> &Escaped)
       : Ctx(Ctx), GuardRanges(GuardRanges), Escaped(Escaped) {}
 
+  bool VisitLambdaExpr(LambdaExpr *L) {
+    for (const LambdaCapture &C : L->captures())
+      if (C.capturesVariable() && C.getCaptureKind() == LCK_ByRef)
+        if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
+          Escaped.insert(VD);
+    return true;
+  }
+
+  /// `v.backward()`, `v.mean().backward()`, `(v / k).backward()`.
+  bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+    const CXXMethodDecl *MD = Call->getMethodDecl();
+    if (!MD || !MD->getIdentifier() || MD->getName() != "backward" ||
+        !isTensorType(MD->getThisType()->getPointeeType()))
+      return true;
+    if (const ValueDecl *V = backwardReceiver(Call->getImplicitObjectArgument()))
+      Backward.try_emplace(V, Call);
+    return true;
+  }
+
+  /// `cudaHostAlloc(&ptr, ...)`: `ptr` points to page-locked memory.
+  bool VisitCallExpr(CallExpr *Call) {
+    const FunctionDecl *FD = Call->getDirectCallee();
+    if (!FD || !FD->getIdentifier() || Call->getNumArgs() == 0)
+      return true;
+    llvm::StringRef N = FD->getName();
+    if (N != "cudaHostAlloc" && N != "cudaMallocHost" && N != "cuMemAllocHost" &&
+        N != "cuMemHostAlloc")
+      return true;
+    const Expr *Arg = Call->getArg(0)->IgnoreParenCasts();
+    if (const auto *UO = dyn_cast<UnaryOperator>(Arg);
+        UO && UO->getOpcode() == UO_AddrOf)
+      if (const auto *Ref =
+              dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenCasts()))
+        PinnedPointers.insert(Ref->getDecl());
+    return true;
+  }
+
+  /// Writes of tensor variables: a declaration's initialiser, `=`, `+=`.
+  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
+    if (Op->isAssignmentOp() && Op->getNumArgs() == 2)
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(
+              Op->getArg(0)->IgnoreParenImpCasts()))
+        ++Writes[Ref->getDecl()];
+    return true;
+  }
+
+  /// The variables on which backward() runs, written at most once.
+  llvm::DenseMap<const ValueDecl *, const CallExpr *> backwardReceivers() const {
+    llvm::DenseMap<const ValueDecl *, const CallExpr *> Out;
+    for (const auto &[V, Call] : Backward) {
+      unsigned W = Writes.lookup(V);
+      const auto *VD = dyn_cast<VarDecl>(V);
+      if (!VD || Escaped.contains(V))
+        continue;
+      // A parameter is written by its caller; a local by its initialiser.
+      if ((isa<ParmVarDecl>(VD) && W == 0) ||
+          (!isa<ParmVarDecl>(VD) && W == 0 && VD->hasInit()))
+        Out.try_emplace(V, Call);
+    }
+    return Out;
+  }
+
   bool VisitCompoundStmt(CompoundStmt *CS) {
     for (const Stmt *Child : CS->body()) {
       const auto *DS = dyn_cast<DeclStmt>(Child);
@@ -44,14 +106,6 @@ public:
     return true;
   }
 
-  bool VisitLambdaExpr(LambdaExpr *L) {
-    for (const LambdaCapture &C : L->captures())
-      if (C.capturesVariable() && C.getCaptureKind() == LCK_ByRef)
-        if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
-          Escaped.insert(VD);
-    return true;
-  }
-
   bool VisitVarDecl(VarDecl *VD) {
     // A reference binds an alias: writes through it are invisible.
     if (VD->getType()->isReferenceType() && VD->getInit() &&
@@ -61,6 +115,36 @@ public:
   }
 
 private:
+  /// The variable whose value a backward() receiver is: through reductions
+  /// and arithmetic with a non-tensor, not through detach().
+  static const ValueDecl *backwardReceiver(const Expr *E) {
+    for (unsigned Depth = 0; E && Depth < 8; ++Depth) {
+      E = stripConversions(E);
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+        return Ref->getDecl();
+      if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
+        llvm::StringRef Name = tensorMethodName(*Call);
+        if (Name != "mean" && Name != "sum" && Name != "squeeze")
+          return nullptr;
+        E = Call->getImplicitObjectArgument();
+        continue;
+      }
+      if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+        if (Op->getNumArgs() != 2 ||
+            (Op->getOperator() != OO_Slash && Op->getOperator() != OO_Star))
+          return nullptr;
+        bool LeftTensor = isTensorType(Op->getArg(0)->getType());
+        bool RightTensor = isTensorType(Op->getArg(1)->getType());
+        if (LeftTensor == RightTensor)
+          return nullptr;
+        E = LeftTensor ? Op->getArg(0) : Op->getArg(1);
+        continue;
+      }
+      return nullptr;
+    }
+    return nullptr;
+  }
+
   void markEscaped(const Expr *E) {
     if (const auto *Ref = dyn_cast<DeclRefExpr>(E->IgnoreParenImpCasts()))
       Escaped.insert(Ref->getDecl());
@@ -90,6 +174,11 @@ private:
   const ASTContext &Ctx;
   llvm::SmallVectorImpl<SourceRange> &GuardRanges;
   llvm::DenseSet<const ValueDecl *> &Escaped;
+  llvm::DenseMap<const ValueDecl *, const CallExpr *> Backward;
+  llvm::DenseMap<const ValueDecl *, unsigned> Writes;
+
+public:
+  llvm::DenseSet<const ValueDecl *> PinnedPointers;
 };
 
 } // namespace
@@ -106,12 +195,84 @@ bool NoGradRegions::contains(SourceLocation Loc) const {
 }
 
 TensorModel::TensorModel(const Decl &Function, const Stmt &Body,
-                         ASTContext &Ctx, const TorchApiOptions &Opts)
-    : Function(Function), Ctx(Ctx), Opts(Opts), NoGrad(Ctx) {
+                         ASTContext &Ctx, const TorchApiOptions &Opts,
+                         ProgramModel *Program)
+    : Function(Function), Ctx(Ctx), Opts(Opts), Program(Program),
+      NoGrad(Ctx) {
   llvm::SmallVector<SourceRange, 2> Ranges;
   FunctionScanner Scanner(Ctx, Ranges, Escaped);
   Scanner.TraverseStmt(const_cast<Stmt *>(&Body));
   NoGrad.addRanges(Ranges);
+  BackwardReceivers = Scanner.backwardReceivers();
+  PinnedHostPointers = std::move(Scanner.PinnedPointers);
+}
+
+/// A container or buffer class whose storage is ordinary heap memory.
+static bool isHostBufferClass(QualType T) {
+  const CXXRecordDecl *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!RD || !RD->getIdentifier())
+    return false;
+  llvm::StringRef N = RD->getName();
+  return (RD->isInStdNamespace() &&
+          (N == "vector" || N == "array" || N == "basic_string" ||
+           N == "unique_ptr")) ||
+         N == "Mat"; // cv::Mat
+}
+
+Pinning TensorModel::userMemoryPinning(const Expr *Data) const {
+  if (!Data)
+    return Pinning::Unknown;
+  Data = Data->IgnoreParenCasts();
+  // `&buf[0]`, `&buf`
+  if (const auto *UO = dyn_cast<UnaryOperator>(Data);
+      UO && UO->getOpcode() == UO_AddrOf)
+    Data = UO->getSubExpr()->IgnoreParenCasts();
+  if (const auto *Sub = dyn_cast<CXXOperatorCallExpr>(Data);
+      Sub && Sub->getOperator() == OO_Subscript)
+    Data = Sub->getArg(0)->IgnoreParenCasts();
+  if (const auto *Sub = dyn_cast<ArraySubscriptExpr>(Data))
+    Data = Sub->getBase()->IgnoreParenCasts();
+  // `buf.data()`, `mat.ptr<T>()`, `mat.data`
+  const Expr *Object = nullptr;
+  if (const auto *Call = dyn_cast<CXXMemberCallExpr>(Data)) {
+    if (const CXXMethodDecl *MD = Call->getMethodDecl();
+        MD && MD->getIdentifier() &&
+        (MD->getName() == "data" || MD->getName() == "ptr" ||
+         MD->getName() == "get"))
+      Object = Call->getImplicitObjectArgument();
+  } else if (const auto *ME = dyn_cast<MemberExpr>(Data)) {
+    if (!ME->isArrow())
+      Object = ME->getBase();
+  } else {
+    Object = Data;
+  }
+  if (!Object)
+    return Pinning::Unknown;
+  Object = Object->IgnoreParenImpCasts();
+  const auto *Ref = dyn_cast<DeclRefExpr>(Object);
+  const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  if (!Var)
+    return isHostBufferClass(Object->getType()) && isa<MemberExpr>(Object)
+               ? Pinning::Pageable
+               : Pinning::Unknown;
+  if (PinnedHostPointers.contains(Var))
+    return Pinning::Pinned;
+  QualType T = Var->getType();
+  if (isHostBufferClass(T) || T->isConstantArrayType())
+    return Pinning::Pageable;
+  // A pointer this function allocated: `new float[n]`, `malloc(n)`.
+  if (T->isPointerType() && Var->hasLocalStorage() && !isa<ParmVarDecl>(Var) &&
+      Var->getInit()) {
+    const Expr *Init = Var->getInit()->IgnoreParenCasts();
+    if (isa<CXXNewExpr>(Init))
+      return Pinning::Pageable;
+    if (const auto *Call = dyn_cast<CallExpr>(Init))
+      if (const FunctionDecl *FD = Call->getDirectCallee())
+        if (FD->getIdentifier() &&
+            (FD->getName() == "malloc" || FD->getName() == "calloc"))
+          return Pinning::Pageable;
+  }
+  return Pinning::Unknown;
 }
 
 bool TensorModel::isTracked(const ValueDecl *D) const {
@@ -223,9 +384,14 @@ void TensorModel::assign(ValueKey Key, QualType Type, const Expr *Init,
   ValueFacts F;
   Type = Type.getNonReferenceType();
   if (isModuleHandleType(Type)) {
-    // Parameters of a freshly constructed module start on the CPU.
-    if (constructsNewModule(Init) && !constructorMovesModule(Type))
-      F.Device = {DeviceValue::cpu(), Loc};
+    // Parameters of a freshly constructed module start on the CPU; a copy
+    // of a handle shares its module.
+    if (constructsNewModule(Init)) {
+      if (!constructorMovesModule(Type))
+        F.Device = {DeviceValue::cpu(), Loc};
+    } else if (Init) {
+      F.Device = evaluate(Init, State).Device;
+    }
     State.set(Key, F);
     return;
   }
@@ -240,6 +406,11 @@ void TensorModel::assign(ValueKey Key, QualType Type, const Expr *Init,
   }
   if (Type->isBooleanType())
     F.BoolValue = evaluateBool(Init, State);
+  // backward() runs on this value later: LibTorch requires a graph.
+  if (Key.Base && !Key.Field && isTensorType(Type) &&
+      F.Graph.Value == GraphState::Unknown)
+    if (const CallExpr *Backward = BackwardReceivers.lookup(Key.Base))
+      F.Graph = {GraphState::InGraph, Backward->getExprLoc()};
   F.PendingDeviceToHostCopy =
       isTensorType(Type) ? F.PendingDeviceToHostCopy : nullptr;
   State.set(Key, F);
@@ -269,20 +440,6 @@ const Expr *TensorModel::hostReadOperand(const Stmt &S) {
   return nullptr;
 }
 
-/// LibTorch and the standard library: what they do with a tensor argument
-/// is either device work ordered on its stream or keeping the handle.
-static bool isLibraryFunction(const FunctionDecl &FD) {
-  if (FD.isInStdNamespace())
-    return true;
-  llvm::StringRef Top;
-  for (const DeclContext *DC = FD.getDeclContext(); DC; DC = DC->getParent())
-    if (const auto *NS = dyn_cast<NamespaceDecl>(DC))
-      if (NS->getIdentifier())
-        Top = NS->getName();
-  return Top == "torch" || Top == "at" || Top == "c10" || Top == "caffe2" ||
-         Top == "std";
-}
-
 void TensorModel::hostReadOperands(const Stmt &S,
                                    llvm::SmallVectorImpl<const Expr *> &Out) {
   if (const Expr *Operand = hostReadOperand(S)) {
@@ -310,117 +467,6 @@ void TensorModel::hostReadOperands(const Stmt &S,
     const Expr *Arg = stripConversions(Call->getArg(I));
     if (isTensorType(Arg->getType()) && isa<DeclRefExpr, MemberExpr>(Arg))
       Out.push_back(Arg);
-  }
-}
-
-/// Whether the visible body of the user function \p Call calls (or of a
-/// function it calls, a few levels down) makes a synchronising call.
-static bool callsSynchronizingHelper(const CallExpr &Call,
-                                     const TorchApiOptions &Opts) {
-  struct Finder : RecursiveASTVisitor<Finder> {
-    const TorchApiOptions &Opts;
-    llvm::SmallPtrSet<const FunctionDecl *, 8> Seen;
-    unsigned Depth = 0;
-    bool Found = false;
-    explicit Finder(const TorchApiOptions &Opts) : Opts(Opts) {}
-    // A lambda defined in a helper runs only when something calls it.
-    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
-    bool VisitCallExpr(CallExpr *C) {
-      if (isSynchronizeCall(*C, Opts))
-        Found = true;
-      else if (const FunctionDecl *FD = C->getDirectCallee())
-        enter(*FD);
-      return !Found;
-    }
-    void enter(const FunctionDecl &FD) {
-      const FunctionDecl *Def = nullptr;
-      const Stmt *Body = FD.getBody(Def);
-      if (!Body || Depth >= 3 || !Seen.insert(Def).second ||
-          Def->getASTContext().getSourceManager().isInSystemHeader(
-              Def->getLocation()))
-        return;
-      ++Depth;
-      TraverseStmt(const_cast<Stmt *>(Body));
-      --Depth;
-    }
-  } F(Opts);
-  if (const FunctionDecl *FD = Call.getDirectCallee())
-    F.enter(*FD);
-  return F.Found;
-}
-
-bool TensorModel::isBlockingDeviceRead(const CallExpr &Call,
-                                       const TensorState &S) const {
-  llvm::StringRef Method = tensorMethodName(Call);
-  if (Method != "item" && Method != "cpu" && Method != "to")
-    return false;
-  ValueFacts Object = evaluate(memberCallObject(Call), S);
-  if (!Object.Device.Value.isCUDA())
-    return false;
-  if (Method == "item")
-    return true;
-  ValueFacts Result = evaluate(&Call, S);
-  return Result.Device.Value.isCPU() && !Result.PendingDeviceToHostCopy;
-}
-
-void TensorModel::applyCallEffects(const CallExpr &Call,
-                                   TensorState &State) const {
-  if (isSynchronizeCall(Call, Opts) || isBlockingDeviceRead(Call, State) ||
-      (State.hasPendingCopies() && callsSynchronizingHelper(Call, Opts))) {
-    State.completePendingCopies();
-    return;
-  }
-  if (const Expr *Module = moduleToReceiver(Call)) {
-    ValueKey Key = keyOf(Module);
-    if (!Key)
-      return;
-    if (const Expr *DeviceArg = argumentForParameter(Call, "device")) {
-      ValueFacts F = State.get(Key);
-      F.Device = evaluateDeviceSpec(DeviceArg, State);
-      F.Device.Origin = Call.getExprLoc();
-      State.set(Key, F);
-    }
-    return;
-  }
-  llvm::StringRef Method = tensorMethodName(Call);
-  if (Method == "copy_") {
-    ValueKey Key = keyOf(memberCallObject(Call));
-    if (!Key)
-      return;
-    ValueFacts Dest = State.get(Key);
-    ValueFacts Src = evaluate(Call.getArg(0), State);
-    Dest.Graph = Src.Graph.Value == GraphState::InGraph ? Src.Graph : Dest.Graph;
-    Dest.PendingDeviceToHostCopy = nullptr;
-    if (Dest.Device.Value.isCPU() && Src.Device.Value.mayBeCUDA())
-      if (std::optional<bool> NB =
-              evaluateBool(argumentForParameter(Call, "non_blocking"), State))
-        if (*NB)
-          Dest.PendingDeviceToHostCopy = &Call;
-    State.set(Key, Dest);
-    return;
-  }
-  if (Method == "detach_" || Method == "requires_grad_") {
-    ValueKey Key = keyOf(memberCallObject(Call));
-    ValueFacts F = State.get(Key);
-    F.Graph = {Method == "detach_" ? GraphState::NoGraph : GraphState::Unknown,
-               Call.getExprLoc()};
-    State.set(Key, F);
-    return;
-  }
-  // Arguments passed by non-const reference to opaque code may change.
-  const FunctionDecl *FD = Call.getDirectCallee();
-  if (!FD || tensorMethodName(Call) != "")
-    return;
-  unsigned Offset = isa<CXXOperatorCallExpr>(Call) && isa<CXXMethodDecl>(FD);
-  for (unsigned I = 0; I < FD->getNumParams() && I + Offset < Call.getNumArgs();
-       ++I) {
-    QualType PT = FD->getParamDecl(I)->getType();
-    if (PT->isReferenceType() && !PT.getNonReferenceType().isConstQualified())
-      if (ValueKey Key = keyOf(Call.getArg(I + Offset))) {
-        if (Key.Base && !Key.Field)
-          State.forgetObject(Key.Base);
-        State.forget(Key);
-      }
   }
 }
 

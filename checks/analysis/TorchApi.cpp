@@ -18,6 +18,19 @@ static llvm::StringRef topNamespace(const Decl &D) {
   return Top;
 }
 
+bool isLibraryFunction(const FunctionDecl &FD) {
+  if (FD.isInStdNamespace())
+    return true;
+  llvm::StringRef Top = topNamespace(FD);
+  if (Top == "torch" || Top == "at" || Top == "c10" || Top == "caffe2" ||
+      Top == "std" || Top == "__gnu_cxx")
+    return true;
+  // The C library and other global functions of system headers.
+  return Top.empty() && !isa<CXXMethodDecl>(FD) &&
+         FD.getASTContext().getSourceManager().isInSystemHeader(
+             FD.getLocation());
+}
+
 static bool isTorchNamespaceDecl(const Decl &D) {
   llvm::StringRef Top = topNamespace(D);
   return Top == "torch" || Top == "at" || Top == "c10";
@@ -284,6 +297,78 @@ bool matchModuleCall(const Expr &E, ModuleCall &Out) {
   Out.Module = Holder;
   Out.Inputs.assign(Op->arg_begin() + 1, Op->arg_end());
   return true;
+}
+
+} // namespace clang::tidy::torch
+
+namespace clang::tidy::torch {
+
+static bool isElementwiseFunction(const FunctionDecl &FD) {
+  if (!FD.getIdentifier())
+    return false;
+  llvm::StringRef N = FD.getName();
+  return N == "add" || N == "sub" || N == "mul" || N == "div" || N == "where";
+}
+
+bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out) {
+  const auto *E = dyn_cast<Expr>(&S);
+  if (!E)
+    return false;
+  ModuleCall MC;
+  if (matchModuleCall(*E, MC)) {
+    Out = {};
+    Out.IsModuleCall = true;
+    Out.Operands.push_back(MC.Module);
+    Out.Operands.append(MC.Inputs.begin(), MC.Inputs.end());
+    return true;
+  }
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+    OverloadedOperatorKind K = Op->getOperator();
+    bool Arithmetic = K == OO_Plus || K == OO_Minus || K == OO_Star ||
+                      K == OO_Slash || K == OO_PlusEqual ||
+                      K == OO_MinusEqual || K == OO_StarEqual ||
+                      K == OO_SlashEqual;
+    if (!Arithmetic || Op->getNumArgs() != 2)
+      return false;
+    Out = {};
+    Out.What = std::string("operator '") + getOperatorSpelling(K) + "'";
+    Out.Operands = {Op->getArg(0), Op->getArg(1)};
+    Out.Elementwise = true;
+    return true;
+  }
+  const auto *Call = dyn_cast<CallExpr>(E);
+  const FunctionDecl *FD = Call ? Call->getDirectCallee() : nullptr;
+  if (!FD || !isMultiTensorFunction(*FD))
+    return false;
+  Out = {};
+  Out.What = "'" + FD->getQualifiedNameAsString() + "'";
+  Out.Elementwise = isElementwiseFunction(*FD);
+  for (const Expr *Arg : Call->arguments()) {
+    const Expr *Stripped = stripConversions(Arg);
+    if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(Stripped))
+      Stripped = stripConversions(Std->getSubExpr());
+    if (const auto *List = dyn_cast<InitListExpr>(Stripped))
+      Out.Operands.append(List->inits().begin(), List->inits().end());
+    else if (isTensorType(Arg->getType()))
+      Out.Operands.push_back(Arg);
+  }
+  return true;
+}
+
+bool matchTensorCopy(const Stmt &S, TensorCopy &Out) {
+  const auto *Call = dyn_cast<CallExpr>(&S);
+  if (!Call)
+    return false;
+  llvm::StringRef Method = tensorMethodName(*Call);
+  if (Method == "to" || Method == "cuda") {
+    Out = {Call, memberCallObject(*Call), Call};
+    return true;
+  }
+  if (Method == "copy_" && Call->getNumArgs() >= 1) {
+    Out = {Call, Call->getArg(0), memberCallObject(*Call)};
+    return true;
+  }
+  return false;
 }
 
 } // namespace clang::tidy::torch

@@ -26,7 +26,16 @@ struct TorchApiOptions {
   std::vector<std::string> ExtraFactories;
   /// Fully qualified functions that return pinned host tensors.
   std::vector<std::string> ExtraPinnedAllocators;
+  /// Functions that count as a backward pass / an optimizer step; with
+  /// `::` compared with the qualified name, without with the plain name.
+  std::vector<std::string> ExtraBackwardFunctions;
+  std::vector<std::string> ExtraStepFunctions;
 };
+
+/// LibTorch, the standard library, and the C library: code that never runs
+/// a user's backward pass, moves a user's module or reads a tensor on the
+/// host behind the analysis' back.
+bool isLibraryFunction(const FunctionDecl &FD);
 
 /// `torch::` / `at::` factories that make a new tensor on the device of
 /// their options (CPU without one).
@@ -68,6 +77,32 @@ struct ModuleCall {
 };
 /// Recognises \p E as a call of a module's forward; false otherwise.
 bool matchModuleCall(const Expr &E, ModuleCall &Out);
+
+/// An operation whose tensor operands must all be on one device.
+struct DeviceOperation {
+  /// How messages name it: "operator '+'", "'at::cat'"; empty for a module
+  /// call.
+  std::string What;
+  /// The module first for a module call, then the tensors.
+  llvm::SmallVector<const Expr *, 4> Operands;
+  bool IsModuleCall = false;
+  /// Element-wise: a 0-dim CPU operand is allowed next to CUDA ones.
+  bool Elementwise = false;
+};
+/// Recognises a module call, a tensor arithmetic operator or a multi-tensor
+/// function.
+bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out);
+
+/// A tensor copy that may be non-blocking: `src.to(...)`, `src.cuda(...)`,
+/// `dst.copy_(src, ...)`.
+struct TensorCopy {
+  const CallExpr *Call = nullptr;
+  const Expr *Source = nullptr;
+  /// The expression whose device is the destination (the call itself for
+  /// `to` and `cuda`).
+  const Expr *Destination = nullptr;
+};
+bool matchTensorCopy(const Stmt &S, TensorCopy &Out);
 
 /// `module->to(...)` / `module.to(...)`: the module handle, or null.
 const Expr *moduleToReceiver(const CallExpr &Call);

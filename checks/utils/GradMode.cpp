@@ -1,31 +1,15 @@
 //===--- GradMode.cpp - torch-tidy ----------------------------------------===//
 
 #include "GradMode.h"
+#include "TorchMatchers.h"
 #include "UserCodeParents.h"
+#include "analysis/ProgramModel.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "llvm/ADT/STLExtras.h"
 
 namespace clang::tidy::torch {
-
-static bool recordMatches(const CXXRecordDecl &RD,
-                          const std::vector<std::string> &Names) {
-  if (!RD.getIdentifier())
-    return false;
-  std::string Qualified = RD.getQualifiedNameAsString();
-  for (llvm::StringRef N : Names) {
-    N = N.trim();
-    if (N.contains("::")) {
-      N.consume_front("::");
-      if (N == Qualified)
-        return true;
-    } else if (!N.empty() && N == RD.getName()) {
-      return true;
-    }
-  }
-  return false;
-}
 
 /// The constant value of a bool argument; nullopt when not constant.
 static std::optional<bool> constantBool(const Expr *E, const ASTContext &Ctx) {
@@ -42,7 +26,7 @@ GuardEffect guardEffect(const VarDecl &VD, const ASTContext &Ctx,
   const CXXRecordDecl *RD = VD.getType()->getAsCXXRecordDecl();
   if (!RD)
     return GuardEffect::None;
-  if (recordMatches(*RD, ExtraGuardTypes))
+  if (matchesNameList(*RD, ExtraGuardTypes))
     return GuardEffect::Disables;
   std::string N = RD->getQualifiedNameAsString();
   bool NoGrad = N == "c10::NoGradGuard" || N == "at::NoGradGuard";
@@ -126,6 +110,12 @@ effectBefore(const CompoundStmt &CS, const Stmt *Child, const ASTContext &Ctx,
   return std::nullopt;
 }
 
+GradModeOracle::GradModeOracle(ProgramModel &Program,
+                               std::vector<std::string> ExtraGuardTypes,
+                               unsigned CallerDepth)
+    : Program(Program), Ctx(Program.context()),
+      ExtraGuardTypes(std::move(ExtraGuardTypes)), CallerDepth(CallerDepth) {}
+
 GradModeAt GradModeOracle::at(const Stmt &S) { return at(S, CallerDepth); }
 
 GradModeAt GradModeOracle::at(const Stmt &S, unsigned Depth) {
@@ -172,48 +162,6 @@ GradModeAt GradModeOracle::at(const Stmt &S, unsigned Depth) {
   return GradModeAt::Unknown;
 }
 
-namespace {
-class CallerIndexer : public RecursiveASTVisitor<CallerIndexer> {
-public:
-  using Map = llvm::DenseMap<
-      const FunctionDecl *,
-      std::pair<llvm::SmallVector<const CallExpr *, 2>, unsigned>>;
-  explicit CallerIndexer(Map &M) : M(M) {}
-  bool shouldVisitLambdaBody() const { return true; }
-  bool VisitCallExpr(CallExpr *Call) {
-    if (const FunctionDecl *FD = Call->getDirectCallee())
-      M[FD->getCanonicalDecl()].first.push_back(Call);
-    return true;
-  }
-  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-    if (const auto *FD = dyn_cast<FunctionDecl>(Ref->getDecl()))
-      ++M[FD->getCanonicalDecl()].second;
-    return true;
-  }
-  bool VisitMemberExpr(MemberExpr *ME) {
-    if (const auto *FD = dyn_cast<FunctionDecl>(ME->getMemberDecl()))
-      ++M[FD->getCanonicalDecl()].second;
-    return true;
-  }
-
-private:
-  Map &M;
-};
-} // namespace
-
-void GradModeOracle::buildIndex() {
-  if (Indexed)
-    return;
-  Indexed = true;
-  CallerIndexer::Map M;
-  CallerIndexer(M).TraverseDecl(Ctx.getTranslationUnitDecl());
-  for (auto &[FD, Entry] : M) {
-    CallerInfo &Info = Callers[FD];
-    Info.Calls = std::move(Entry.first);
-    Info.References = Entry.second;
-  }
-}
-
 static void
 collectOverridden(const CXXMethodDecl &MD,
                   llvm::SmallVectorImpl<const FunctionDecl *> &Out) {
@@ -229,26 +177,27 @@ GradModeAt GradModeOracle::callersOf(const FunctionDecl &FD, unsigned Depth) {
     return GradModeAt::Enabled; // a recursive call: the other callers decide
   if (Depth == 0)
     return GradModeAt::Unknown;
-  buildIndex();
   llvm::SmallVector<const FunctionDecl *, 4> Targets = {Canonical};
   if (const auto *MD = dyn_cast<CXXMethodDecl>(Canonical))
     collectOverridden(*MD, Targets);
   const bool IsLambda = isa<CXXMethodDecl>(Canonical) &&
                         cast<CXXMethodDecl>(Canonical)->getParent()->isLambda();
-  llvm::SmallVector<const CallExpr *, 4> Calls;
+  llvm::SmallVector<const Expr *, 4> Calls;
   for (const FunctionDecl *T : Targets) {
-    auto It = Callers.find(T);
-    if (It == Callers.end())
-      continue;
     // The function's address escapes: calls the analysis cannot see.
-    if (!IsLambda && It->second.References > It->second.Calls.size())
+    if (!IsLambda && Program.isAddressTaken(*T))
       return GradModeAt::Unknown;
-    Calls.append(It->second.Calls.begin(), It->second.Calls.end());
+    for (const CallSite &Site : Program.callSitesOf(*T))
+      Calls.push_back(Site.Call);
   }
+  // Callers in other TUs, as an earlier audit saw them.
+  if (Calls.empty() && Program.entryContext(FD) &&
+      Program.entryContext(FD)->GradDisabled)
+    return GradModeAt::Disabled;
   InProgress.push_back(Canonical);
   bool SawUnknown = false;
   GradModeAt Result = GradModeAt::Enabled;
-  for (const CallExpr *Call : Calls) {
+  for (const Expr *Call : Calls) {
     GradModeAt AtCall = at(*Call, Depth - 1);
     if (AtCall == GradModeAt::Disabled) {
       Result = GradModeAt::Disabled;

@@ -3,8 +3,8 @@
 // Is autograd recording at a statement? Looks for the RAII guards that turn
 // it off (torch::NoGradGuard, c10::InferenceMode, torch::AutoGradMode(false)
 // and project-specific guard types) in the scopes around the statement,
-// through the lambdas it sits in, and in the callers of its function in the
-// same translation unit.
+// through the lambdas it sits in, and in the callers of its function (the
+// ProgramModel's call graph, and other TUs' calls after an audit).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,30 +43,27 @@ enum class GuardEffect { None, Disables, Enables, Unknown };
 GuardEffect guardEffect(const VarDecl &VD, const ASTContext &Ctx,
                         const std::vector<std::string> &ExtraGuardTypes);
 
+class ProgramModel;
+
+/// Answers on the ProgramModel's call sites; callers in other TUs count
+/// through the entry contexts an audit exported.
 class GradModeOracle {
 public:
-  GradModeOracle(ASTContext &Ctx, std::vector<std::string> ExtraGuardTypes,
-                 unsigned CallerDepth = 4)
-      : Ctx(Ctx), ExtraGuardTypes(std::move(ExtraGuardTypes)),
-        CallerDepth(CallerDepth) {}
+  GradModeOracle(ProgramModel &Program,
+                 std::vector<std::string> ExtraGuardTypes,
+                 unsigned CallerDepth = 4);
 
   /// Whether autograd records at \p S.
   GradModeAt at(const Stmt &S);
 
 private:
-  struct CallerInfo {
-    llvm::SmallVector<const CallExpr *, 2> Calls;
-    unsigned References = 0;
-  };
   GradModeAt at(const Stmt &S, unsigned Depth);
   GradModeAt callersOf(const FunctionDecl &FD, unsigned Depth);
-  void buildIndex();
 
+  ProgramModel &Program;
   ASTContext &Ctx;
   std::vector<std::string> ExtraGuardTypes;
   unsigned CallerDepth;
-  bool Indexed = false;
-  llvm::DenseMap<const FunctionDecl *, CallerInfo> Callers;
   llvm::SmallVector<const FunctionDecl *, 4> InProgress;
 };
 

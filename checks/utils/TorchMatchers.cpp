@@ -2,10 +2,12 @@
 
 #include "TorchMatchers.h"
 #include "UserCodeParents.h"
+#include "analysis/TorchApi.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"
+#include "clang/Lex/Lexer.h"
 
 namespace clang::tidy::torch {
 
@@ -17,6 +19,36 @@ std::vector<std::string> parseNameList(StringRef Option) {
       Names.push_back(Name.str());
   }
   return Names;
+}
+
+bool matchesNameList(const NamedDecl &D, llvm::ArrayRef<std::string> Names) {
+  if (Names.empty() || !D.getIdentifier())
+    return false;
+  std::string Qualified = D.getQualifiedNameAsString();
+  for (StringRef N : Names) {
+    N = N.trim();
+    if (N.contains("::")) {
+      N.consume_front("::");
+      if (N == Qualified)
+        return true;
+    } else if (!N.empty() && N == D.getName()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string quotedSource(const Expr *E, const ASTContext &Ctx,
+                         StringRef Fallback, size_t MaxLength) {
+  if (!E)
+    return Fallback.str();
+  E = stripConversions(E);
+  StringRef Text = Lexer::getSourceText(
+      CharSourceRange::getTokenRange(E->getSourceRange()),
+      Ctx.getSourceManager(), Ctx.getLangOpts());
+  if (Text.empty() || Text.size() > MaxLength || Text.contains('\n'))
+    return Fallback.str();
+  return ("'" + Text + "'").str();
 }
 
 llvm::ArrayRef<llvm::StringRef> emptyCacheFunctionNames() {

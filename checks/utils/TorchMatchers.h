@@ -35,6 +35,15 @@ llvm::ArrayRef<llvm::StringRef> deviceCountFunctionNames();
 /// A `;`/`,`-separated check option of function or type names, trimmed and
 /// without empty entries.
 std::vector<std::string> parseNameList(llvm::StringRef Option);
+/// Whether \p D is named in \p Names: an entry with `::` is compared with
+/// the qualified name (a leading `::` is ignored), one without with the
+/// plain name.
+bool matchesNameList(const NamedDecl &D, llvm::ArrayRef<std::string> Names);
+
+/// How messages name an expression: its source text in quotes when it is
+/// short and on one line, \p Fallback otherwise.
+std::string quotedSource(const Expr *E, const ASTContext &Ctx,
+                         llvm::StringRef Fallback, size_t MaxLength = 40);
 
 bool isTensorType(QualType T);
 /// `c10::Device`.

@@ -2,6 +2,7 @@
 
 #include "TrainingLoop.h"
 #include "TorchMatchers.h"
+#include "analysis/ProgramModel.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
@@ -9,24 +10,6 @@
 #include "llvm/ADT/SmallPtrSet.h"
 
 namespace clang::tidy::torch {
-
-static bool matchesListedName(const NamedDecl &D,
-                              const std::vector<std::string> &Names) {
-  if (Names.empty() || !D.getIdentifier())
-    return false;
-  std::string Qualified = D.getQualifiedNameAsString();
-  for (llvm::StringRef N : Names) {
-    N = N.trim();
-    if (N.contains("::")) {
-      N.consume_front("::");
-      if (N == Qualified)
-        return true;
-    } else if (N == D.getName()) {
-      return true;
-    }
-  }
-  return false;
-}
 
 static bool isRecordNamed(const CXXRecordDecl *RD, llvm::StringRef Name) {
   return RD && RD->getQualifiedNameAsString() == Name;
@@ -43,7 +26,7 @@ static bool isOptimizerClass(const CXXRecordDecl *RD) {
   });
 }
 
-bool isBackwardCall(const CallExpr &Call, const TrainingLoopOptions &Opts) {
+bool isBackwardCall(const CallExpr &Call, const TorchApiOptions &Opts) {
   const FunctionDecl *FD = Call.getDirectCallee();
   if (!FD || !FD->getIdentifier())
     return false;
@@ -57,36 +40,30 @@ bool isBackwardCall(const CallExpr &Call, const TrainingLoopOptions &Opts) {
     if (Q == "torch::autograd::backward" || Q == "torch::autograd::grad")
       return true;
   }
-  return matchesListedName(*FD, Opts.ExtraBackwardFunctions);
+  return matchesNameList(*FD, Opts.ExtraBackwardFunctions);
 }
 
-bool isOptimizerStepCall(const CallExpr &Call,
-                         const TrainingLoopOptions &Opts) {
+bool isOptimizerStepCall(const CallExpr &Call, const TorchApiOptions &Opts) {
   const FunctionDecl *FD = Call.getDirectCallee();
   if (!FD || !FD->getIdentifier())
     return false;
   if (const auto *MD = dyn_cast<CXXMethodDecl>(FD))
     if (FD->getName() == "step" && isOptimizerClass(MD->getParent()))
       return true;
-  return matchesListedName(*FD, Opts.ExtraStepFunctions);
+  return matchesNameList(*FD, Opts.ExtraStepFunctions);
 }
 
-/// Namespaces whose functions never run a user's backward pass.
-static bool isLibraryFunction(const FunctionDecl &FD, const ASTContext &Ctx) {
-  const DeclContext *DC = FD.getDeclContext();
-  const NamespaceDecl *Outermost = nullptr;
-  for (; DC; DC = DC->getParent())
-    if (const auto *NS = dyn_cast<NamespaceDecl>(DC))
-      Outermost = NS;
-  if (Outermost && Outermost->getIdentifier()) {
-    llvm::StringRef N = Outermost->getName();
-    if (N == "std" || N == "torch" || N == "at" || N == "c10" ||
-        N == "caffe2" || N == "__gnu_cxx")
-      return true;
-  }
-  // C library and other global functions of system headers.
-  return !Outermost &&
-         Ctx.getSourceManager().isInSystemHeader(FD.getLocation());
+bool callTrains(const CallExpr &Call, ProgramModel &Program,
+                TrainingCall What) {
+  const TorchApiOptions &Opts = Program.options();
+  bool Backward = What != TrainingCall::Step;
+  bool Step = What != TrainingCall::Backward;
+  if ((Backward && isBackwardCall(Call, Opts)) ||
+      (Step && isOptimizerStepCall(Call, Opts)))
+    return true;
+  const FunctionSummary *Summary = Program.summaryForCall(Call);
+  return Summary && ((Backward && Summary->Backward.isValid()) ||
+                     (Step && Summary->Step.isValid()));
 }
 
 static bool carriesTensor(QualType T, unsigned Depth) {
@@ -102,10 +79,16 @@ static bool carriesTensor(QualType T, unsigned Depth) {
   if (!RD)
     return false;
   if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD))
-    for (const TemplateArgument &A : Spec->getTemplateArgs().asArray())
-      if (A.getKind() == TemplateArgument::Type &&
-          carriesTensor(A.getAsType(), Depth + 1))
-        return true;
+    for (const TemplateArgument &A : Spec->getTemplateArgs().asArray()) {
+      // std::tuple<Tensor, Tensor> holds its types in one pack.
+      llvm::ArrayRef<TemplateArgument> Args =
+          A.getKind() == TemplateArgument::Pack ? A.pack_elements()
+                                                : llvm::ArrayRef(A);
+      for (const TemplateArgument &Arg : Args)
+        if (Arg.getKind() == TemplateArgument::Type &&
+            carriesTensor(Arg.getAsType(), Depth + 1))
+          return true;
+    }
   if (!RD->hasDefinition() || RD->isLambda())
     return false;
   std::string Q = RD->getQualifiedNameAsString();
@@ -123,46 +106,20 @@ bool carriesTensor(QualType T) { return carriesTensor(T, 0); }
 
 namespace {
 
-/// Walks a statement, the lambdas it contains and the functions of the TU it
-/// calls, looking for backward passes (and, on request, optimizer steps and
-/// opaque calls).
-class BackwardFinder : public RecursiveASTVisitor<BackwardFinder> {
+/// Walks a statement and the lambdas it contains for a call that trains
+/// or, on request, an opaque call that receives tensors.
+class TrainingCallFinder : public RecursiveASTVisitor<TrainingCallFinder> {
 public:
-  BackwardFinder(ASTContext &Ctx, const TrainingLoopOptions &Opts,
-                 bool IncludeStep, bool IncludeOpaque)
-      : Ctx(Ctx), Opts(Opts), IncludeStep(IncludeStep),
-        IncludeOpaque(IncludeOpaque) {}
+  TrainingCallFinder(ProgramModel &Program, TrainingCall What,
+                     bool IncludeOpaque)
+      : Program(Program), What(What), IncludeOpaque(IncludeOpaque) {}
 
   bool shouldVisitLambdaBody() const { return true; }
 
-  /// Scans \p S with \p Depth levels of callees left.
-  void scan(const Stmt &S, unsigned Depth) {
-    unsigned Saved = DepthLeft;
-    DepthLeft = Depth;
-    TraverseStmt(const_cast<Stmt *>(&S));
-    DepthLeft = Saved;
-  }
-
   bool VisitCallExpr(CallExpr *Call) {
-    if (Found)
-      return false;
-    if (isBackwardCall(*Call, Opts) ||
-        (IncludeStep && isOptimizerStepCall(*Call, Opts))) {
+    if (callTrains(*Call, Program, What) ||
+        (IncludeOpaque && isOpaqueCallWithTensors(*Call)))
       Found = Call;
-      return false;
-    }
-    if (IncludeOpaque && isOpaqueCallWithTensors(*Call)) {
-      Found = Call;
-      return false;
-    }
-    const FunctionDecl *FD = Call->getDirectCallee();
-    if (!FD || DepthLeft == 0)
-      return true;
-    const FunctionDecl *Def = nullptr;
-    if (!FD->hasBody(Def) || !Def || !Visited.insert(Def).second ||
-        Ctx.getSourceManager().isInSystemHeader(Def->getLocation()))
-      return true;
-    scan(*Def->getBody(), DepthLeft - 1);
     return !Found;
   }
 
@@ -176,24 +133,21 @@ private:
       // A function pointer, or a call whose target is not known.
       Opaque = true;
     } else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
-               Op && Op->getOperator() == OO_Call) {
-      // std::function and other type-erased callables; lambdas and module
-      // holders are seen through or known.
-      const auto *MD = dyn_cast<CXXMethodDecl>(FD);
-      const CXXRecordDecl *RD = MD ? MD->getParent() : nullptr;
-      Opaque = RD && !RD->isLambda() &&
-               RD->getQualifiedNameAsString() == "std::function";
-      if (!Opaque && RD && !RD->isLambda() && !isLibraryFunction(*FD, Ctx))
-        Opaque = !FD->hasBody() || MD->isVirtual();
-    } else if (isLibraryFunction(*FD, Ctx)) {
+               Op && Op->getOperator() == OO_Call &&
+               isa<CXXMethodDecl>(FD) &&
+               cast<CXXMethodDecl>(FD)->getParent()->getQualifiedNameAsString() ==
+                   "std::function") {
+      // A type-erased callable.
+      Opaque = true;
+    } else if (isLibraryFunction(*FD) ||
+               (FD->getIdentifier() && FD->getName() == "forward")) {
+      // LibTorch runs no backward of the user's; a module's forward builds
+      // a graph, it does not run backward.
       Opaque = false;
-    } else if (FD->getIdentifier() && FD->getName() == "forward") {
-      // A module's forward builds a graph; it does not run backward.
-      Opaque = false;
+    } else if (const FunctionSummary *Summary = Program.summaryForCall(Call)) {
+      return Summary->MayRunOpaqueBackward;
     } else {
-      const auto *MD = dyn_cast<CXXMethodDecl>(FD);
-      Opaque = !FD->hasBody() || (MD && MD->isVirtual() &&
-                                  !MD->getParent()->hasAttr<FinalAttr>());
+      Opaque = true;
     }
     if (!Opaque)
       return false;
@@ -206,27 +160,37 @@ private:
     return false;
   }
 
-  ASTContext &Ctx;
-  const TrainingLoopOptions &Opts;
-  bool IncludeStep, IncludeOpaque;
-  unsigned DepthLeft = 0;
-  llvm::SmallPtrSet<const FunctionDecl *, 8> Visited;
+  ProgramModel &Program;
+  TrainingCall What;
+  bool IncludeOpaque;
+};
+
+/// Synchronising calls outside the lambdas a statement defines: a lambda
+/// defined in a helper runs only when something calls it.
+class SyncFinder : public RecursiveASTVisitor<SyncFinder> {
+public:
+  explicit SyncFinder(ProgramModel &Program) : Program(Program) {}
+  bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+  bool VisitCallExpr(CallExpr *Call) {
+    if (isSynchronizeCall(*Call, Program.options()))
+      Found = true;
+    else if (const FunctionSummary *S = Program.summaryForCall(*Call))
+      Found = S->MaySynchronize;
+    return !Found;
+  }
+  bool Found = false;
+
+private:
+  ProgramModel &Program;
 };
 
 } // namespace
 
-static const CallExpr *find(const Stmt &S, ASTContext &Ctx,
-                            const TrainingLoopOptions &Opts, bool IncludeStep,
-                            bool IncludeOpaque) {
-  BackwardFinder Finder(Ctx, Opts, IncludeStep, IncludeOpaque);
-  Finder.scan(S, Opts.CalleeDepth);
+const CallExpr *findTrainingCall(const Stmt &S, ProgramModel &Program,
+                                 TrainingCall What) {
+  TrainingCallFinder Finder(Program, What, /*IncludeOpaque=*/false);
+  Finder.TraverseStmt(const_cast<Stmt *>(&S));
   return Finder.Found;
-}
-
-const CallExpr *findBackwardCall(const Stmt &S, ASTContext &Ctx,
-                                 const TrainingLoopOptions &Opts,
-                                 bool IncludeStep) {
-  return find(S, Ctx, Opts, IncludeStep, /*IncludeOpaque=*/false);
 }
 
 /// The parts of a loop that run once per iteration.
@@ -246,27 +210,33 @@ static llvm::SmallVector<const Stmt *, 3> repeatedParts(const Stmt &Loop) {
   return Parts;
 }
 
-static bool loopFinds(const Stmt &Loop, ASTContext &Ctx,
-                      const TrainingLoopOptions &Opts, bool IncludeStep) {
+static bool loopFinds(const Stmt &Loop, ProgramModel &Program,
+                      TrainingCall What) {
   for (const Stmt *Part : repeatedParts(Loop))
-    if (find(*Part, Ctx, Opts, IncludeStep, /*IncludeOpaque=*/false))
+    if (findTrainingCall(*Part, Program, What))
       return true;
   return false;
 }
 
-bool loopCallsBackward(const Stmt &Loop, ASTContext &Ctx,
-                       const TrainingLoopOptions &Opts) {
-  return loopFinds(Loop, Ctx, Opts, /*IncludeStep=*/false);
+bool loopCallsBackward(const Stmt &Loop, ProgramModel &Program) {
+  return loopFinds(Loop, Program, TrainingCall::Backward);
 }
 
-bool loopCallsBackwardOrStep(const Stmt &Loop, ASTContext &Ctx,
-                             const TrainingLoopOptions &Opts) {
-  return loopFinds(Loop, Ctx, Opts, /*IncludeStep=*/true);
+bool loopCallsBackwardOrStep(const Stmt &Loop, ProgramModel &Program) {
+  return loopFinds(Loop, Program, TrainingCall::BackwardOrStep);
 }
 
-bool mayCallBackward(const Stmt &S, ASTContext &Ctx,
-                     const TrainingLoopOptions &Opts) {
-  return find(S, Ctx, Opts, /*IncludeStep=*/true, /*IncludeOpaque=*/true);
+bool mayCallBackward(const Stmt &S, ProgramModel &Program) {
+  TrainingCallFinder Finder(Program, TrainingCall::BackwardOrStep,
+                            /*IncludeOpaque=*/true);
+  Finder.TraverseStmt(const_cast<Stmt *>(&S));
+  return Finder.Found;
+}
+
+bool maySynchronize(const Stmt &S, ProgramModel &Program) {
+  SyncFinder Finder(Program);
+  Finder.TraverseStmt(const_cast<Stmt *>(&S));
+  return Finder.Found;
 }
 
 static bool isInside(SourceLocation Loc, const Stmt &S,

@@ -1,13 +1,14 @@
 //===--- TrainingLoop.h - torch-tidy ----------------------------*- C++ -*-===//
 //
 // Does a loop train? Recognises the calls that make one: Tensor::backward(),
-// torch::autograd::backward / grad, and an optimizer's step(); follows calls
-// into functions and lambdas defined in the translation unit.
+// torch::autograd::backward / grad, an optimizer's step(), and the
+// project's own functions named in the options; through a call of a user
+// function, its summary (ProgramModel) says whether its body does.
 //
 // Two flavours:
-//  - loopCallsBackward / loopCallsBackwardOrStep: *proven* calls, for checks
-//    that fire only inside training loops (a call whose body is not visible
-//    does not count);
+//  - findTrainingCall / loopCallsBackward / loopCallsBackwardOrStep:
+//    *proven* calls, for checks that fire only inside training loops (a
+//    call whose body is not known does not count);
 //  - mayCallBackward: the conservative flavour, for checks that fire only
 //    when no backward can run (a call that is opaque to the analysis and
 //    receives a tensor counts as a possible backward).
@@ -17,56 +18,50 @@
 #ifndef TORCH_TIDY_UTILS_TRAININGLOOP_H
 #define TORCH_TIDY_UTILS_TRAININGLOOP_H
 
+#include "analysis/TorchApi.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/Stmt.h"
-#include <string>
-#include <vector>
 
 namespace clang::tidy::torch {
 
-struct TrainingLoopOptions {
-  /// Extra functions that count as a backward pass. An entry with `::` is
-  /// compared with the qualified name (a leading `::` is ignored), one
-  /// without with the plain name: `my::Trainer::backward_step`, `train_step`.
-  std::vector<std::string> ExtraBackwardFunctions;
-  /// Extra functions that count as an optimizer step, same spelling.
-  std::vector<std::string> ExtraStepFunctions;
-  /// How many levels of calls into functions defined in the translation unit
-  /// are followed (0: the statement itself only).
-  unsigned CalleeDepth = 3;
-};
+class ProgramModel;
 
 /// `t.backward()`, `torch::autograd::backward(...)`,
 /// `torch::autograd::grad(...)` or an extra backward function.
-bool isBackwardCall(const CallExpr &Call, const TrainingLoopOptions &Opts);
+bool isBackwardCall(const CallExpr &Call, const TorchApiOptions &Opts);
 /// `optimizer.step()` on a torch::optim::Optimizer (or a class derived from
 /// it), or an extra step function.
-bool isOptimizerStepCall(const CallExpr &Call, const TrainingLoopOptions &Opts);
+bool isOptimizerStepCall(const CallExpr &Call, const TorchApiOptions &Opts);
 
-/// The first backward call (or, with \p IncludeStep, optimizer step) that
-/// \p S runs, directly, in a lambda it contains, or in a function defined in
-/// the TU that it calls (up to Opts.CalleeDepth levels); null when none.
-const CallExpr *findBackwardCall(const Stmt &S, ASTContext &Ctx,
-                                 const TrainingLoopOptions &Opts,
-                                 bool IncludeStep);
+enum class TrainingCall { Backward, Step, BackwardOrStep };
+
+/// Whether \p Call itself runs \p What: it is such a call, or it calls a
+/// user function whose summary proves one.
+bool callTrains(const CallExpr &Call, ProgramModel &Program, TrainingCall What);
+
+/// The first call that \p S runs (directly or in a lambda it contains) and
+/// that trains (callTrains); null when none.
+const CallExpr *findTrainingCall(const Stmt &S, ProgramModel &Program,
+                                 TrainingCall What);
 
 /// True when \p Loop (its body, condition and increment) provably calls
 /// backward.
-bool loopCallsBackward(const Stmt &Loop, ASTContext &Ctx,
-                       const TrainingLoopOptions &Opts = {});
+bool loopCallsBackward(const Stmt &Loop, ProgramModel &Program);
 /// True when \p Loop provably calls backward or an optimizer step: a
 /// training loop.
-bool loopCallsBackwardOrStep(const Stmt &Loop, ASTContext &Ctx,
-                             const TrainingLoopOptions &Opts = {});
+bool loopCallsBackwardOrStep(const Stmt &Loop, ProgramModel &Program);
 
 /// Conservative: true when \p S may run a backward pass or an optimizer
 /// step: it provably does, or it calls, with a tensor (or a container of
-/// tensors) as an argument or object, a function the analysis cannot see
-/// into (declared but not defined in the TU, virtual, a function pointer or
+/// tensors) as an argument or object, a function whose body is not known
+/// (no summary: not defined here, virtual, recursive, a function pointer or
 /// std::function) outside LibTorch and the standard library.
-bool mayCallBackward(const Stmt &S, ASTContext &Ctx,
-                     const TrainingLoopOptions &Opts = {});
+bool mayCallBackward(const Stmt &S, ProgramModel &Program);
+
+/// Whether \p S (not the lambdas it defines) may synchronise the device:
+/// a synchronising call, or a user function whose summary says it may.
+bool maySynchronize(const Stmt &S, ProgramModel &Program);
 
 /// A tensor, a container or struct holding tensors, or a pointer/reference
 /// to one: something through which a callee can reach an autograd graph.

@@ -7,4 +7,6 @@ cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaMallocHost(void **ptr, unsigned long size);
+cudaError_t cudaHostAlloc(void **pHost, unsigned long size, unsigned int flags);
 }

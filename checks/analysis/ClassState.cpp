@@ -1,0 +1,194 @@
+//===--- ClassState.cpp - torch-tidy --------------------------------------===//
+
+#include "ClassState.h"
+#include "ProgramModel.h"
+#include "TensorFlowAnalysis.h"
+#include "utils/TorchMatchers.h"
+#include "utils/UserCodeParents.h"
+#include "utils/UserCodeTraversal.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+
+namespace clang::tidy::torch {
+
+namespace {
+
+bool isTrackedMember(const FieldDecl &F) {
+  QualType T = F.getType();
+  return !T->isReferenceType() &&
+         (isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
+          isTensorOptionsType(T));
+}
+
+/// Whether \p E, a member expression, is written (or, for a module handle,
+/// used to move its module) by its parent.
+bool isWrite(const Expr &E, ASTContext &Ctx) {
+  llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(E, Ctx);
+  const Stmt *Parent = Parents.empty() ? nullptr : Parents[0].get<Stmt>();
+  const Expr *Child = &E;
+  // Through implicit casts and parentheses.
+  while (Parent && isa<ImplicitCastExpr, ParenExpr>(Parent)) {
+    Child = cast<Expr>(Parent);
+    Parents = userCodeParents(*Parent, Ctx);
+    Parent = Parents.empty() ? nullptr : Parents[0].get<Stmt>();
+  }
+  if (!Parent)
+    return false;
+  if (const auto *BO = dyn_cast<BinaryOperator>(Parent))
+    return BO->isAssignmentOp() && BO->getLHS()->IgnoreParenImpCasts() == &E;
+  if (const auto *UO = dyn_cast<UnaryOperator>(Parent))
+    return UO->getOpcode() == UO_AddrOf || UO->isIncrementDecrementOp();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Parent)) {
+    if (Op->getNumArgs() == 0 || Op->getArg(0)->IgnoreParenImpCasts() != &E)
+      return false;
+    // `x = ...`, `x += ...`, and `holder->...` on a module handle.
+    return Op->isAssignmentOp() || Op->getOperator() == OO_Arrow;
+  }
+  if (const auto *Member = dyn_cast<MemberExpr>(Parent)) {
+    // `x.method()`: a non-const method, or an in-place tensor method.
+    const auto *MD = dyn_cast<CXXMethodDecl>(Member->getMemberDecl());
+    return MD && (!MD->isConst() || MD->getName().ends_with("_") ||
+                  MD->getName() == "to");
+  }
+  if (const auto *Call = dyn_cast<CallExpr>(Parent)) {
+    const FunctionDecl *FD = Call->getDirectCallee();
+    if (!FD)
+      return true;
+    unsigned Offset = isa<CXXOperatorCallExpr>(Call) && isa<CXXMethodDecl>(FD);
+    for (unsigned I = Offset; I < Call->getNumArgs(); ++I)
+      if (Call->getArg(I) == Child && I - Offset < FD->getNumParams()) {
+        QualType PT = FD->getParamDecl(I - Offset)->getType();
+        return (PT->isReferenceType() &&
+                !PT.getNonReferenceType().isConstQualified()) ||
+               isModuleHandleType(PT);
+      }
+  }
+  return false;
+}
+
+/// Members written through an object other than `*this`: a public member
+/// assigned by a caller, a module handle moved from outside.
+class ForeignWriteFinder : public RecursiveASTVisitor<ForeignWriteFinder> {
+public:
+  ForeignWriteFinder(ASTContext &Ctx, llvm::DenseSet<const FieldDecl *> &Out)
+      : Ctx(Ctx), Out(Out) {}
+  bool shouldVisitTemplateInstantiations() const { return true; }
+  bool shouldVisitLambdaBody() const { return true; }
+  bool VisitMemberExpr(MemberExpr *ME) {
+    const auto *Field = dyn_cast<FieldDecl>(ME->getMemberDecl());
+    if (!Field || !isTrackedMember(*Field) ||
+        isa<CXXThisExpr>(ME->getBase()->IgnoreParenImpCasts()))
+      return true;
+    if (isWrite(*ME, Ctx))
+      Out.insert(Field);
+    return true;
+  }
+
+private:
+  ASTContext &Ctx;
+  llvm::DenseSet<const FieldDecl *> &Out;
+};
+
+} // namespace
+
+const llvm::DenseSet<const FieldDecl *> &
+ProgramModel::foreignWrittenMembers() {
+  if (!ForeignWritesFound) {
+    ForeignWritesFound = true;
+    ForeignWriteFinder Finder(Ctx, ForeignWrites);
+    for (Decl *D : UserCodeTraversal::userDeclarations(Ctx))
+      Finder.TraverseDecl(D);
+  }
+  return ForeignWrites;
+}
+
+ClassState computeClassState(const CXXRecordDecl &Class,
+                             ProgramModel &Program) {
+  ClassState Result;
+  const CXXRecordDecl *Def = Class.getDefinition();
+  if (!Def || Def->isDependentContext())
+    return Result;
+  // A module's own submodules, parameters and buffers move with every
+  // `to()` of the module, from anywhere.
+  if (isModuleHandleType(Program.context().getRecordType(Def)))
+    return Result;
+  llvm::SmallVector<const FieldDecl *, 8> Members;
+  for (const FieldDecl *F : Def->fields())
+    if (isTrackedMember(*F))
+      Members.push_back(F);
+  if (Members.empty())
+    return Result;
+
+  // 1. What every constructor establishes: its summary's effects on the
+  // members. A constructor without a known body proves nothing.
+  bool AnyConstructor = false;
+  llvm::DenseMap<const FieldDecl *, ValueFacts> Facts;
+  for (const CXXConstructorDecl *Ctor : Def->ctors()) {
+    if (Ctor->isCopyOrMoveConstructor() || Ctor->isDeleted())
+      continue;
+    // An implicit constructor that nothing uses was never defined.
+    if (Ctor->isImplicit() && !Ctor->hasBody())
+      continue;
+    const FunctionSummary *Summary = Program.summary(*Ctor);
+    if (!Summary)
+      return Result;
+    llvm::DenseMap<const FieldDecl *, ValueFacts> Established;
+    for (const SummaryEffect &E : Summary->Effects)
+      if (E.Field)
+        Established[E.Field] = E.Exit.withoutParameters();
+    for (const FieldDecl *F : Members) {
+      ValueFacts Here = Established.lookup(F);
+      Facts[F] = AnyConstructor ? joinFacts(Facts[F], Here) : Here;
+    }
+    AnyConstructor = true;
+  }
+  if (!AnyConstructor)
+    return Result;
+
+  // 2. Other member functions keep those facts or change them: each is
+  // analysed from them, and a member it leaves otherwise is joined.
+  TensorState Entry;
+  for (const FieldDecl *F : Members)
+    Entry.set({nullptr, F}, Facts.lookup(F));
+  const llvm::DenseSet<const FieldDecl *> &Foreign =
+      Program.foreignWrittenMembers();
+  for (const FieldDecl *F : Members)
+    if (Foreign.contains(F))
+      Facts[F] = ValueFacts();
+  for (const CXXMethodDecl *Method : Def->methods()) {
+    if (isa<CXXConstructorDecl, CXXDestructorDecl>(Method) ||
+        Method->isStatic() || Method->isDeleted() ||
+        Method->isCopyAssignmentOperator() || Method->isMoveAssignmentOperator())
+      continue;
+    const FunctionDecl *Body = nullptr;
+    if (!Method->hasBody(Body) || !Body ||
+        !Program.isAnalyzable(*Body)) {
+      // A member function whose body is unknown may change any member it
+      // can: every one, unless it is const (which still moves modules).
+      if (Method->isImplicit())
+        continue;
+      for (const FieldDecl *F : Members)
+        if (!Method->isConst() || isModuleHandleType(F->getType()))
+          Facts[F] = ValueFacts();
+      continue;
+    }
+    std::unique_ptr<TensorFlowAnalysis> A = Program.analyse(*Body, &Entry);
+    const TensorState *Exit = A && A->converged() ? A->exitState() : nullptr;
+    for (const FieldDecl *F : Members) {
+      if (!A || !A->converged()) {
+        Facts[F] = ValueFacts();
+        continue;
+      }
+      if (!Exit)
+        continue; // never returns
+      ValueFacts After = Exit->get({nullptr, F});
+      if (After != Entry.get({nullptr, F}))
+        Facts[F] = joinFacts(Facts[F], After);
+    }
+  }
+  for (const FieldDecl *F : Members)
+    if (const ValueFacts &V = Facts[F]; !V.isEmpty())
+      Result.Members[F] = V;
+  return Result;
+}
+
+} // namespace clang::tidy::torch

@@ -1,0 +1,36 @@
+//===--- ClassState.h - torch-tidy ------------------------------*- C++ -*-===//
+//
+// What a class's members hold when one of its member functions starts: what
+// every constructor establishes (its init list, its body, the members'
+// default initialisers), for the members that no other member function
+// assigns in a different way and that no code outside the class writes.
+//
+// A trainer that keeps `device_(torch::kCUDA)`, calls `model_->to(device_)`
+// in its constructor and trains in `fit_epoch()` gives `fit_epoch()` a model
+// and a device on CUDA at entry.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_ANALYSIS_CLASSSTATE_H
+#define TORCH_TIDY_ANALYSIS_CLASSSTATE_H
+
+#include "TensorFacts.h"
+#include "clang/AST/DeclCXX.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace clang::tidy::torch {
+
+class ProgramModel;
+
+struct ClassState {
+  /// The facts of each member at entry to a member function other than a
+  /// constructor; a member that is not listed is unknown.
+  llvm::DenseMap<const FieldDecl *, ValueFacts> Members;
+};
+
+/// Computes \p Class's state with the analyses and summaries of \p Program.
+ClassState computeClassState(const CXXRecordDecl &Class, ProgramModel &Program);
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_ANALYSIS_CLASSSTATE_H

@@ -1,0 +1,89 @@
+//===--- ExternalSummaries.h - torch-tidy -----------------------*- C++ -*-===//
+//
+// Facts about functions defined in other translation units, in the spirit
+// of the clang static analyzer's cross-TU mode: each TU of an audit exports
+// the summaries of its externally visible functions, keyed by USR, and what
+// it knows at the calls it makes to functions defined elsewhere; a later
+// run of any TU reads them back for the functions it only declares.
+//
+// The format is versioned JSON (SummaryJson.cpp). A summary read back names
+// the callee's parameters by index and its places by file, line and column;
+// lookup() rebuilds it against the caller's AST.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_ANALYSIS_EXTERNALSUMMARIES_H
+#define TORCH_TIDY_ANALYSIS_EXTERNALSUMMARIES_H
+
+#include "FunctionSummary.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace clang::tidy::torch {
+
+class ProgramModel;
+
+/// The version of the exported format; a file of another version is not
+/// read.
+constexpr int SummaryFormatVersion = 1;
+
+/// What the whole program knows at the entry of a function: facts that only
+/// its callers, possibly in other TUs, decide.
+struct EntryContext {
+  /// Every call reaches it only where CUDA is available (or from a function
+  /// whose own entry is): torch-cuda-unguarded's guard.
+  bool CudaGuarded = false;
+  /// Every call runs it with autograd off (a NoGradGuard around the call).
+  bool GradDisabled = false;
+};
+
+class ExternalSummaries {
+public:
+  /// Reads a summary file (`--summaries=FILE`) or the summaries of an audit
+  /// cache directory; a one-line error when it cannot.
+  static llvm::Expected<std::shared_ptr<ExternalSummaries>>
+  load(llvm::StringRef Path);
+  /// Parses one document (`{"version": 1, "functions": {...}, ...}`).
+  static llvm::Expected<std::shared_ptr<ExternalSummaries>>
+  parse(llvm::StringRef JSON);
+
+  /// Adds the functions and entries of \p Document; a function already
+  /// present keeps its first summary.
+  llvm::Error merge(const llvm::json::Object &Document);
+
+  /// The summary of \p F (declared, not defined, in \p Program's TU).
+  std::optional<FunctionSummary> lookup(const FunctionDecl &F,
+                                        ProgramModel &Program) const;
+  /// What the whole program knows at \p F's entry; nullopt when nothing.
+  std::optional<EntryContext> entry(const FunctionDecl &F) const;
+
+  /// The whole set, as a document to write.
+  llvm::json::Object toJSON() const;
+  bool empty() const { return Functions.empty() && Entries.empty(); }
+  size_t size() const { return Functions.size(); }
+  bool contains(llvm::StringRef USR) const { return Functions.count(USR); }
+  /// A digest of the summaries of \p USRs, for cache keys.
+  std::string digestOf(llvm::ArrayRef<std::string> USRs) const;
+
+  void setEntry(llvm::StringRef USR, EntryContext E) { Entries[USR] = E; }
+
+private:
+  llvm::StringMap<llvm::json::Object> Functions;
+  llvm::StringMap<EntryContext> Entries;
+};
+
+/// The USR of \p D ("" when clang gives none).
+std::string usrOf(const Decl &D);
+
+/// The summaries this TU exports (its externally visible functions defined
+/// in user code) and what it records at its calls of functions it does not
+/// define, as one document.
+llvm::json::Object exportTranslationUnit(ProgramModel &Program);
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_ANALYSIS_EXTERNALSUMMARIES_H

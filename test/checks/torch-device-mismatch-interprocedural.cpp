@@ -1,0 +1,294 @@
+// RUN: %check_torch_tidy %s torch-device-mismatch %t
+
+#include <torch/torch.h>
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Net);
+
+// --- A helper that returns a tensor -----------------------------------------
+
+torch::Tensor make_background() {
+  return torch::zeros({3, 4});
+}
+
+void helper_returns_cpu_tensor() {
+  auto background = make_background();
+  auto frame = torch::randn({3, 4}).cuda();
+  auto image = frame + background;
+  // CHECK-MESSAGES: :[[@LINE-1]]:22: warning: operator '+' combines 'frame' on CUDA with 'background' on CPU (from 'make_background()' at {{.*}}:15) [torch-device-mismatch]
+  // CHECK-MESSAGES: :[[@LINE-3]]:37: note: 'frame' is on CUDA from here
+  // CHECK-MESSAGES: :[[@LINE-5]]:21: note: 'background' comes from the call of 'make_background()' here
+  // CHECK-MESSAGES: :15:10: note: 'background' is on CPU from here
+}
+
+torch::Tensor to_device(torch::Tensor t, torch::Device device) {
+  return t.to(device);
+}
+
+void helper_moves_its_argument(torch::Device device) {
+  Net net;
+  net->to(device);
+  auto x = to_device(torch::randn({2, 4}), device);
+  net->forward(x);
+  auto y = to_device(torch::randn({2, 4}), torch::kCPU);
+  net->forward(y);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'y' on CPU (from 'to_device()' at {{.*}}:29); this crashes on a machine where 'device' is CUDA
+  // CHECK-MESSAGES: :[[@LINE-3]]:12: note: 'y' comes from the call of 'to_device()' here
+  // CHECK-MESSAGES: :29:12: note: 'y' is on CPU from here
+}
+
+Net make_model(torch::Device device) {
+  Net model;
+  model->to(device);
+  return model;
+}
+
+void helper_returns_moved_module(torch::Device device) {
+  auto model = make_model(device);
+  model->forward(torch::randn({1, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'model' has its parameters on 'device' (from 'make_model()' at {{.*}}:46) but is called with 'torch::randn({1, 4})' on CPU
+  // CHECK-MESSAGES: :[[@LINE-3]]:16: note: 'model' comes from the call of 'make_model()' here
+  // CHECK-MESSAGES: :46:10: note: 'model' is on 'device' from here
+}
+
+// Two levels: the fact keeps its path.
+torch::Tensor load_frame() { return make_background(); }
+
+void two_levels_deep() {
+  auto a = torch::ones({3, 4}, torch::kCUDA);
+  auto b = load_frame();
+  a * b;
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: operator '*' combines 'a' on CUDA with 'b' on CPU (from 'load_frame()' at {{.*}}:15)
+  // CHECK-MESSAGES: :[[@LINE-3]]:12: note: 'b' comes from the call of 'load_frame()' here
+  // CHECK-MESSAGES: :[[@LINE-8]]:37: note: 'b' comes from the call of 'make_background()' here
+  // CHECK-MESSAGES: :15:10: note: 'b' is on CPU from here
+}
+
+// --- A helper that takes one --------------------------------------------------
+
+torch::Tensor render(Net &model, const torch::Tensor &scene,
+                     const torch::Tensor &background) {
+  auto lit = model->forward(scene);
+  return lit + background;
+}
+
+void helper_combines_its_parameters() {
+  Net model;
+  model->to(torch::kCUDA);
+  auto scene = torch::randn({2, 4}).cuda();
+  auto background = make_background();
+  render(model, scene, background);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'render()' combines 'model' on CUDA with 'background' on CPU (from 'make_background()' at {{.*}}:15) in operator '+'
+  // CHECK-MESSAGES: :[[@LINE-5]]:10: note: 'model' is on CUDA from here
+  // CHECK-MESSAGES: :[[@LINE-4]]:21: note: 'background' comes from the call of 'make_background()' here
+  // CHECK-MESSAGES: :15:10: note: 'background' is on CPU from here
+  // CHECK-MESSAGES: :[[@LINE-13]]:14: note: operator '+' combines them here
+  render(model, scene, background.cuda());
+}
+
+void module_parameter_input(Net &model, const torch::Tensor &x) {
+  model->forward(x);
+}
+
+void helper_calls_its_module_parameter() {
+  Net model;
+  model->to(torch::kCUDA);
+  module_parameter_input(model, torch::randn({1, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'module_parameter_input()' calls module 'model', on CUDA, with 'torch::randn({1, 4})' on CPU
+  // CHECK-MESSAGES: :[[@LINE-8]]:10: note: the module is called here
+}
+
+// The requirement crosses two calls.
+void outer_helper(Net &model, const torch::Tensor &x) {
+  module_parameter_input(model, x);
+}
+
+void requirement_through_two_calls() {
+  Net model;
+  model->to(torch::kCUDA);
+  auto x = torch::randn({1, 4});
+  outer_helper(model, x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'outer_helper()' calls module 'model', on CUDA, with 'x' on CPU
+  // CHECK-MESSAGES: :[[@LINE-9]]:3: note: which calls 'module_parameter_input()' here
+  // CHECK-MESSAGES: :[[@LINE-23]]:10: note: the module is called here
+}
+
+// --- Effects of a helper ------------------------------------------------------
+
+void move_to_gpu(Net &net) { net->to(torch::kCUDA); }
+
+void helper_moves_the_module() {
+  Net net;
+  move_to_gpu(net);
+  net->forward(torch::randn({1, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on CUDA (from 'move_to_gpu()' at {{.*}}:[[@LINE-6]]) but is called with 'torch::randn({1, 4})' on CPU
+  // CHECK-MESSAGES: :[[@LINE-3]]:3: note: 'net' comes from the call of 'move_to_gpu()' here
+  // CHECK-MESSAGES: :[[@LINE-8]]:35: note: 'net' is on CUDA from here
+}
+
+void move_holder_by_value(Net net) { net->to(torch::kCUDA); }
+
+void a_holder_by_value_shares_its_module() {
+  Net net;
+  move_holder_by_value(net);
+  net->forward(torch::randn({1, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on CUDA (from 'move_holder_by_value()' at {{.*}}:[[@LINE-6]])
+}
+
+// --- Class state -----------------------------------------------------------
+
+class Trainer {
+public:
+  Trainer() : device_(torch::kCUDA) { model_->to(device_); }
+  void fit_epoch() {
+    auto loader = torch::data::make_data_loader(
+        torch::data::datasets::MNIST("data").map(
+            torch::data::transforms::Stack<>()),
+        64);
+    for (auto &batch : *loader) {
+      auto output = model_->forward(batch.data);
+      // CHECK-MESSAGES: :[[@LINE-1]]:29: warning: module 'model_' has its parameters on CUDA but is called with 'batch.data' on CPU
+      // CHECK-MESSAGES: :[[@LINE-9]]:47: note: 'model_' is on CUDA from here
+      // CHECK-MESSAGES: :[[@LINE-4]]:16: note: 'batch.data' is on CPU from here
+    }
+  }
+  torch::Tensor predict(const torch::Tensor &x) { return model_->forward(x); }
+
+private:
+  Net model_;
+  torch::Device device_;
+};
+
+class Camera {
+public:
+  Camera() : image_(torch::zeros({3, 4})) {}
+  const torch::Tensor &image() const { return image_; }
+
+private:
+  torch::Tensor image_;
+};
+
+void getter_over_a_member(Camera &camera) {
+  auto gpu = torch::randn({3, 4}, torch::kCUDA);
+  gpu - camera.image();
+  // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: operator '-' combines 'gpu' on CUDA with 'camera.image()' on CPU (from 'image()' at {{.*}}:[[@LINE-10]])
+  // CHECK-MESSAGES: :[[@LINE-2]]:16: note: 'camera.image()' comes from the call of 'image()' here
+  // CHECK-MESSAGES: :[[@LINE-12]]:21: note: 'camera.image()' is on CPU from here
+}
+
+// --- Templates ---------------------------------------------------------------
+
+template <typename DataLoader>
+void train(Net &model, DataLoader &loader, torch::Device device) {
+  model->to(device);
+  for (auto &batch : loader) {
+    auto output = model->forward(batch.data);
+    // CHECK-MESSAGES: :[[@LINE-1]]:26: warning: module 'model' has its parameters on 'device' but is called with 'batch.data' on CPU; this crashes on a machine where 'device' is CUDA
+  }
+}
+
+void run_training(torch::Device device) {
+  Net model;
+  auto mnist = torch::data::make_data_loader(
+      torch::data::datasets::MNIST("data").map(
+          torch::data::transforms::Stack<>()),
+      64);
+  auto other = torch::data::make_data_loader(
+      torch::data::datasets::MNIST("test").map(
+          torch::data::transforms::Stack<>()),
+      torch::data::DataLoaderOptions(32));
+  train(model, *mnist, device);
+  train(model, *other, device);
+}
+
+// --- Negatives ----------------------------------------------------------------
+
+torch::Tensor recursive(int n) {
+  if (n == 0)
+    return torch::zeros({4});
+  return recursive(n - 1);
+}
+
+void recursion_is_unknown() {
+  auto a = torch::ones({4}).cuda();
+  a + recursive(3);
+}
+
+struct Source {
+  virtual torch::Tensor get() { return torch::zeros({4}); }
+};
+
+void virtual_calls_are_unknown(Source &source) {
+  auto a = torch::ones({4}).cuda();
+  a + source.get();
+}
+
+void function_pointers_are_unknown(torch::Tensor (*get)()) {
+  auto a = torch::ones({4}).cuda();
+  a + get();
+}
+
+torch::Tensor either(bool gpu) {
+  if (gpu)
+    return torch::zeros({4}).cuda();
+  return torch::zeros({4});
+}
+
+void merged_returns_are_unknown(bool gpu) {
+  auto a = torch::ones({4}).cuda();
+  a + either(gpu);
+}
+
+void same_device_arguments_are_fine() {
+  Net model;
+  model->to(torch::kCUDA);
+  auto scene = torch::randn({2, 4}).cuda();
+  render(model, scene, scene);
+}
+
+torch::Tensor declared_only();
+
+void declared_only_is_unknown() {
+  auto a = torch::ones({4}).cuda();
+  a + declared_only();
+}
+
+class Reassigned {
+public:
+  Reassigned() : x_(torch::zeros({4})) {}
+  void upload() { x_ = x_.cuda(); }
+  void use() {
+    auto gpu = torch::ones({4}).cuda();
+    gpu + x_;
+  }
+
+private:
+  torch::Tensor x_;
+};
+
+struct PublicMember {
+  PublicMember() : x(torch::zeros({4})) {}
+  void use() {
+    auto gpu = torch::ones({4}).cuda();
+    gpu + x;
+  }
+  torch::Tensor x;
+};
+
+void writes_the_public_member(PublicMember &p) { p.x = p.x.cuda(); }
+
+class ConstructedElsewhere {
+public:
+  ConstructedElsewhere();
+  void use() {
+    auto gpu = torch::ones({4}).cuda();
+    gpu + x_;
+  }
+
+private:
+  torch::Tensor x_;
+};

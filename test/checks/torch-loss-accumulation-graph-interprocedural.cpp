@@ -1,0 +1,202 @@
+// RUN: %check_torch_tidy %s torch-loss-accumulation-graph %t
+
+#include <torch/torch.h>
+#include <functional>
+#include <tuple>
+#include <vector>
+
+struct NetImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x);
+};
+TORCH_MODULE(Net);
+
+std::vector<torch::Tensor> load_batches();
+void log_value(const torch::Tensor &t);
+
+// --- Member accumulators ---------------------------------------------------
+
+class Trainer {
+public:
+  Trainer(Net model, torch::optim::SGD &optimizer)
+      : model_(model), optimizer_(optimizer), running_loss_(torch::zeros({})) {}
+
+  void fit_epoch() {
+    for (const auto &x : load_batches()) {
+      optimizer_.zero_grad();
+      auto output = model_->forward(x);
+      auto loss = loss_function(output, x);
+      loss.backward();
+      optimizer_.step();
+      running_loss_ += loss;
+      // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: 'loss' is still attached to its autograd graph and is accumulated into member 'running_loss_'; every iteration's graph stays alive and memory grows with each step [torch-loss-accumulation-graph]
+      // CHECK-MESSAGES: :[[@LINE-4]]:12: note: 'loss' joins the autograd graph here
+    }
+  }
+  torch::Tensor running_loss() const { return running_loss_; }
+
+private:
+  // The loss comes from an opaque callee: backward() proves its graph.
+  std::function<torch::Tensor(torch::Tensor, torch::Tensor)> loss_function;
+  Net model_;
+  torch::optim::SGD &optimizer_;
+  torch::Tensor running_loss_;
+};
+
+// --- Template loops ----------------------------------------------------------
+
+template <typename DataLoader>
+void train(Net &model, DataLoader &loader, torch::optim::Optimizer &optimizer) {
+  torch::Tensor epoch_loss = torch::zeros({});
+  for (auto &batch : loader) {
+    optimizer.zero_grad();
+    auto loss = torch::nn::functional::nll_loss(model->forward(batch.data),
+                                                batch.target);
+    loss.backward();
+    optimizer.step();
+    epoch_loss += loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is accumulated into 'epoch_loss', declared outside the loop
+    // CHECK-FIXES: {{^}}    epoch_loss += loss.detach();{{$}}
+  }
+  log_value(epoch_loss);
+}
+
+void run(Net &model, torch::optim::SGD &optimizer) {
+  auto train_loader = torch::data::make_data_loader(
+      torch::data::datasets::MNIST("data").map(
+          torch::data::transforms::Stack<>()),
+      64);
+  auto tune_loader = torch::data::make_data_loader(
+      torch::data::datasets::MNIST("tune").map(
+          torch::data::transforms::Stack<>()),
+      torch::data::DataLoaderOptions(16));
+  train(model, *train_loader, optimizer);
+  train(model, *tune_loader, optimizer);
+}
+
+// --- Nested loops: a critic loop inside a generator loop ------------------
+
+void wgan(Net &generator, Net &critic, torch::optim::Adam &g_opt,
+          torch::optim::Adam &c_opt, int epochs, int n_critic) {
+  torch::Tensor critic_total = torch::zeros({});
+  torch::Tensor generator_total = torch::zeros({});
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (const auto &real : load_batches()) {
+      for (int c = 0; c < n_critic; ++c) {
+        c_opt.zero_grad();
+        auto fake = generator->forward(torch::randn({64, 100})).detach();
+        auto c_loss = critic->forward(fake).mean() - critic->forward(real).mean();
+        c_loss.backward();
+        c_opt.step();
+        critic_total += c_loss;
+        // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: 'c_loss' is still attached to its autograd graph and is accumulated into 'critic_total', declared outside the loop
+      }
+      g_opt.zero_grad();
+      auto g_loss = -critic->forward(generator->forward(torch::randn({64, 100}))).mean();
+      g_loss.backward();
+      g_opt.step();
+      generator_total = generator_total + g_loss;
+      // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: 'g_loss' is still attached to its autograd graph and is accumulated into 'generator_total', declared outside the loop
+    }
+  }
+  log_value(critic_total);
+  log_value(generator_total);
+}
+
+// --- A loss that comes from a helper ------------------------------------------
+
+torch::Tensor compute_loss(Net &model, const torch::Tensor &x) {
+  return torch::nn::functional::mse_loss(model->forward(x), x);
+}
+
+void helper_loss(Net &model) {
+  torch::Tensor total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    auto loss = compute_loss(model, x);
+    total += loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' (from 'compute_loss()' at {{.*}}:[[@LINE-8]]) is still attached to its autograd graph and is accumulated into 'total', declared outside the loop
+    // CHECK-MESSAGES: :[[@LINE-3]]:17: note: 'loss' comes from the call of 'compute_loss()' here
+  }
+  log_value(total);
+}
+
+// --- Negatives -----------------------------------------------------------------
+
+// A loss function summing per-head terms: no backward or step, and the sums
+// leave the function, directly or through values computed from them.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor>
+detection_loss(const std::vector<torch::Tensor> &predictions,
+               const torch::Tensor &targets, const std::vector<float> &balance) {
+  auto loss_box = torch::zeros({1});
+  auto loss_obj = torch::zeros({1});
+  auto loss_class = torch::zeros({1});
+  for (size_t i = 0; i < predictions.size(); ++i) {
+    auto obji = torch::nn::functional::mse_loss(
+        predictions[i], targets);
+    loss_obj = loss_obj + obji * balance[i];
+    loss_box += torch::nn::functional::mse_loss(predictions[i], targets);
+    loss_class += torch::nn::functional::mse_loss(predictions[i], targets);
+  }
+  return {loss_box, loss_obj, loss_class};
+}
+
+std::vector<torch::Tensor> yolo_loss(const std::vector<torch::Tensor> &predictions,
+                                     const torch::Tensor &targets) {
+  auto lbox = torch::zeros({1});
+  auto lobj = torch::zeros({1});
+  for (const auto &p : predictions) {
+    lobj += torch::nn::functional::mse_loss(p, targets);
+    lbox = lbox + torch::nn::functional::mse_loss(p, targets);
+  }
+  auto loss = lbox + lobj;
+  return {loss * 2, torch::cat({lbox, lobj}).detach()};
+}
+
+std::tuple<torch::Tensor, torch::Tensor> make_tuple_loss(
+    const std::vector<torch::Tensor> &predictions, const torch::Tensor &t) {
+  auto sum = torch::zeros({1});
+  for (const auto &p : predictions)
+    sum += torch::nn::functional::mse_loss(p, t);
+  return std::make_tuple(sum, sum.detach());
+}
+
+struct Losses {
+  torch::Tensor total;
+};
+
+Losses struct_loss(const std::vector<torch::Tensor> &predictions,
+                   const torch::Tensor &t) {
+  auto total = torch::zeros({1});
+  for (const auto &p : predictions)
+    total += torch::nn::functional::mse_loss(p, t);
+  return Losses{total};
+}
+
+void backward_of_the_sum(Net &model) {
+  auto total = torch::zeros({});
+  for (const auto &x : load_batches())
+    total += model->forward(x).sum();
+  total.backward();
+}
+
+void loss_detached_before_accumulating(Net &model, torch::optim::SGD &opt) {
+  auto total = torch::zeros({});
+  for (const auto &x : load_batches()) {
+    auto loss = compute_loss(model, x);
+    loss.backward();
+    opt.step();
+    total += loss.detach();
+  }
+  log_value(total);
+}
+
+struct Evaluator {
+  std::function<torch::Tensor(torch::Tensor)> metric;
+  void run() {
+    auto total = torch::zeros({});
+    // Nothing proves a graph: the callee is opaque and nothing runs
+    // backward on its result.
+    for (const auto &x : load_batches())
+      total += metric(x);
+    log_value(total);
+  }
+};

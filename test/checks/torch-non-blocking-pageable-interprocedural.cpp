@@ -1,0 +1,153 @@
+// RUN: %check_torch_tidy %s torch-non-blocking-pageable %t
+
+#include <cuda_runtime_api.h>
+#include <torch/torch.h>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+// --- Sources from helpers and getters -------------------------------------
+
+torch::Tensor load_batch(std::ifstream &in) {
+  std::vector<float> buffer(64);
+  in.read(reinterpret_cast<char *>(buffer.data()), 256);
+  return torch::from_blob(buffer.data(), {64}).clone();
+}
+
+void helper_returns_pageable(std::ifstream &in, torch::Device device) {
+  auto batch = load_batch(in);
+  auto gpu = batch.to(device, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: non_blocking copy of 'batch' (from 'load_batch()' at {{.*}}:15) to 'device' (CUDA on a machine with a GPU) from pageable memory runs synchronously
+  // CHECK-MESSAGES: :[[@LINE-3]]:16: note: 'batch' comes from the call of 'load_batch()' here
+  // CHECK-MESSAGES: :15:48: note: 'batch' was allocated in pageable memory here
+}
+
+torch::Tensor wrap(std::vector<float> &pixels) {
+  return torch::from_blob(pixels.data(), {static_cast<long>(pixels.size())});
+}
+
+void from_blob_of_a_vector(std::vector<float> &pixels) {
+  wrap(pixels).to(torch::kCUDA, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:16: warning: non_blocking copy of 'wrap(pixels)' (from 'wrap()' at {{.*}}:27) to CUDA from pageable memory
+}
+
+class Camera {
+public:
+  Camera() : image_(torch::empty({3, 224, 224})) {}
+  const torch::Tensor &image() const { return image_; }
+
+private:
+  torch::Tensor image_;
+};
+
+void getter_over_a_pageable_member(const Camera &camera) {
+  auto frame = camera.image().to(torch::kCUDA, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:31: warning: non_blocking copy of 'camera.image()' (from 'image()' at {{.*}}:[[@LINE-9]]) to CUDA from pageable memory
+}
+
+// --- The copy sits in a helper ------------------------------------------------
+
+torch::Tensor upload(const torch::Tensor &t, torch::Device device) {
+  return t.to(device, /*non_blocking=*/true);
+}
+
+void helper_copies_what_it_is_given(torch::Device device) {
+  auto host = torch::randn({8});
+  upload(host, device);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: non_blocking copy of 'host' to 'device' (CUDA on a machine with a GPU) from pageable memory runs synchronously
+  // CHECK-MESSAGES: :[[@LINE-3]]:15: note: 'host' was allocated in pageable memory here
+  // CHECK-MESSAGES: :[[@LINE-8]]:12: note: the non_blocking copy is made here
+  upload(host.pin_memory(), device);
+  upload(torch::empty({8}, torch::TensorOptions().pinned_memory(true)), device);
+}
+
+class Uploader {
+public:
+  explicit Uploader(torch::Device device) : device_(device) {}
+  torch::Tensor up(const torch::Tensor &t) const {
+    return t.to(device_, /*non_blocking=*/true);
+  }
+
+private:
+  torch::Device device_;
+};
+
+void member_device_helper(const Uploader &uploader) {
+  uploader.up(torch::ones({4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: non_blocking copy of 'torch::ones({4})' to 'device_' (CUDA on a machine with a GPU) from pageable memory
+}
+
+torch::Tensor upload_twice_removed(const torch::Tensor &t, torch::Device d) {
+  return upload(t, d);
+}
+
+void copy_two_calls_down() {
+  auto host = torch::zeros({4});
+  upload_twice_removed(host, torch::kCUDA);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: non_blocking copy of 'host' to CUDA from pageable memory
+  // CHECK-MESSAGES: :[[@LINE-7]]:10: note: which calls 'upload()' here
+}
+
+// --- Writing through data_ptr() changes contents, not memory --------------
+
+void read_into_tensor(std::ifstream &in, torch::Device device) {
+  auto t = torch::empty({16});
+  in.read(reinterpret_cast<char *>(t.data_ptr<float>()), 64);
+  auto g = t.to(device, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: non_blocking copy of 't' to 'device'
+}
+
+void memcpy_into_tensor(const float *src, torch::Device device) {
+  auto t = torch::empty({16});
+  float *dst = t.data_ptr<float>();
+  std::memcpy(dst, src, 64);
+  auto g = t.to(device, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: non_blocking copy of 't' to 'device'
+}
+
+// --- Templates ----------------------------------------------------------------
+
+template <typename Loader> void train(Loader &loader, torch::Device device) {
+  for (auto &batch : loader) {
+    auto data = batch.data.to(device, /*non_blocking=*/true);
+    // CHECK-MESSAGES: :[[@LINE-1]]:28: warning: non_blocking copy of 'batch.data' to 'device' (CUDA on a machine with a GPU) from pageable memory
+  }
+}
+
+void run(torch::Device device) {
+  auto loader = torch::data::make_data_loader(
+      torch::data::datasets::MNIST("data").map(
+          torch::data::transforms::Stack<>()),
+      64);
+  train(*loader, device);
+}
+
+// --- Negatives ----------------------------------------------------------------
+
+torch::Tensor opaque_source();
+torch::Tensor from_parameter(float *data) { return torch::from_blob(data, {4}); }
+
+void unknown_sources_stay_silent(float *data, torch::Tensor param) {
+  opaque_source().to(torch::kCUDA, true);
+  from_parameter(data).to(torch::kCUDA, true);
+  upload(param, torch::kCUDA);
+}
+
+void pinned_host_buffer() {
+  float *buffer = nullptr;
+  cudaMallocHost(reinterpret_cast<void **>(&buffer), 64);
+  auto t = torch::from_blob(buffer, {16});
+  t.to(torch::kCUDA, true);
+}
+
+torch::Tensor pinned_batch() {
+  return torch::empty({8}, torch::TensorOptions().pinned_memory(true));
+}
+
+void pinned_from_a_helper() {
+  pinned_batch().to(torch::kCUDA, true);
+  upload(pinned_batch(), torch::kCUDA);
+}
+
+void upload_to_the_cpu() { upload(torch::ones({2}), torch::kCPU); }
