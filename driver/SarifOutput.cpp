@@ -10,6 +10,8 @@
 //    absolute file:// URIs. Regions use clang's 1-based line and (byte) column.
 //  - invocations[0] says whether every file was analysed, with a
 //    toolExecutionNotification per tool error.
+//  - artifacts: the files the results point into, with the SHA-256 of their
+//    content (Report::SourceDigests).
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +93,13 @@ public:
     if (!Base.empty())
       Run["originalUriBaseIds"] = json::Object{
           {BaseId, json::Object{{"uri", fileURI(Base)}}}};
+    json::Array Artifacts;
+    for (const auto &[File, Digest] : R.SourceDigests)
+      Artifacts.push_back(
+          json::Object{{"location", artifact(File)},
+                       {"hashes", json::Object{{"sha-256", Digest}}}});
+    if (!Artifacts.empty())
+      Run["artifacts"] = std::move(Artifacts);
     return json::Object{{"$schema", SarifSchema},
                         {"version", "2.1.0"},
                         {"runs", json::Array{std::move(Run)}}};
