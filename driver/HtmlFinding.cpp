@@ -1,12 +1,32 @@
 //===--- HtmlFinding.cpp - torch-tidy driver ------------------------------===//
 //
-// One finding of the HTML report: a header (check, linked to its page;
-// level; location; message), then its source read now, a few lines around
-// each step, with the warning (step 1) and its notes (2, 3, ... in their
-// order: the chain of a finding across calls) as numbered bubbles under
-// their lines, and the fix-it as a diff of the lines it changes. A file whose
-// digest no longer matches, or a line past a file's end, gets a warning that
-// the lines may not be the ones reported.
+// The findings of the HTML report, as the page's data island: a JSON
+// document in <script type="application/json" id="report-data"> that
+// report.js renders, a screenful at a time (10,000 findings as elements
+// would take seconds to parse). This file decides everything the page
+// shows; the script only builds the elements:
+//
+//   {"files":    ["<path relative to the common directory>", ...],
+//    "checks":   {"<check>": {"group": "device", "docs": "#doc-<check>"}},
+//    "messages": ["<message>", ...],
+//    "sources":  {"<file index>": {"<line>": "<text>" | ["<cut text>", <bytes cut>]}},
+//    "findings": [{
+//       "check": "<check>", "level": "warning",
+//       "steps":  [[<file index or -1>, <line>, <column>, <message index>], ...],
+//                 // [0] is the warning, then the notes in their order
+//       "blocks": [{"file": <index>, "rows": [...], "listed": [<step>...],
+//                   "unreadable": true}],
+//       "problems": ["<why the lines may not be the ones reported>"],
+//       "fixes":  [{"file": <index>, "diff": [[<line>, "-" | "+", "<text>"]...]}
+//                  | {"file": <index>, "replace": ["<what to replace>"...]}]}]}
+//
+// A block shows one file's steps: rows are a source line (> 0), a gap (0)
+// or the bubble of step n (-n) under its line; `listed` steps have no line
+// in the file (no location, unreadable, past the end) and are shown with
+// their position. Messages are stored once (a note such as "the loop that
+// repeats the call" recurs thousands of times in a large audit). Every '<'
+// of the document is written as \u003c, so that no text can end the script
+// element.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +34,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 #include <set>
 
 using namespace llvm;
@@ -27,13 +48,10 @@ constexpr size_t MaxLineBytes = 400;
 /// lines are shown rather than elided.
 constexpr unsigned Context = 2;
 
-struct Step {
-  unsigned Number;
-  const Location &Loc;
-  StringRef Message;
-};
-
-bool isIdentifierChar(char C) { return isAlnum(C) || C == '_'; }
+/// Text for a JSON string: llvm::json needs valid UTF-8.
+std::string utf8(StringRef Text) {
+  return json::isUTF8(Text) ? Text.str() : json::fixUTF8(Text);
+}
 
 /// \p Line cut to MaxLineBytes, on a UTF-8 character boundary.
 StringRef cut(StringRef Line) {
@@ -45,44 +63,60 @@ StringRef cut(StringRef Line) {
   return Line.take_front(End);
 }
 
-class FindingPrinter {
+struct Step {
+  unsigned Number;
+  const Location &Loc;
+  StringRef Message;
+};
+
+class FindingData {
 public:
-  FindingPrinter(PageModel &M, const Finding &F, raw_ostream &OS)
-      : M(M), F(F), OS(OS) {
+  /// What the findings share: the lines shown, per file index, and the
+  /// messages, numbered.
+  struct Tables {
+    std::map<unsigned, json::Object> Lines;
+    StringMap<unsigned> MessageIndex;
+    json::Array Messages;
+  };
+
+  FindingData(PageModel &M, const Finding &F, Tables &Shared)
+      : M(M), F(F), Shared(Shared) {
     Steps.push_back({1, F.Loc, F.Message});
     for (const Note &N : F.Notes)
       Steps.push_back({unsigned(Steps.size()) + 1, N.Loc, N.Message});
   }
 
-  void print(unsigned Number) {
-    StringRef Level = levelName(F.Severity);
-    std::string Href = M.docsHref(F.Check);
-    OS << "<article class=\"f g-" << ruleGroup(F.Check) << "\" id=\"f"
-       << Number << "\" data-check=\"" << escaped(F.Check)
-       << "\" data-file=\"" << M.FileIndex[F.Loc.File] << "\">\n<h3><a "
-       << "class=\"num\" href=\"#f" << Number << "\">#" << Number
-       << "</a> <span class=\"lv lv-" << Level << "\">" << Level
-       << "</span> ";
-    if (Href.empty())
-      OS << "<span class=\"chk\">" << escaped(F.Check) << "</span>";
-    else
-      OS << "<a class=\"chk\" href=\"" << escaped(Href) << "\">"
-         << escaped(F.Check) << "</a>";
-    // The message is step 1, under its line.
-    OS << " <span class=\"loc\">" << escaped(position(F.Loc))
-       << "</span></h3>\n";
-    printProblems();
-    printSteps();
-    printFix();
-    OS << "</article>\n";
+  json::Object build() {
+    json::Array StepData, Blocks, FixData;
+    for (const Step &S : Steps)
+      StepData.push_back(json::Array{fileIndex(S.Loc.File), S.Loc.Line,
+                                     S.Loc.Column, messageIndex(S.Message)});
+    for (StringRef File : stepFiles())
+      Blocks.push_back(block(File));
+    printFixes(FixData);
+    json::Object O{{"check", utf8(F.Check)},
+                   {"level", levelName(F.Severity)},
+                   {"steps", std::move(StepData)},
+                   {"blocks", std::move(Blocks)}};
+    json::Array Problems = problems();
+    if (!Problems.empty())
+      O["problems"] = std::move(Problems);
+    if (!FixData.empty())
+      O["fixes"] = std::move(FixData);
+    return O;
   }
 
 private:
-  std::string position(const Location &L) const {
-    if (L.File.empty())
-      return "(no location)";
-    return M.display(L.File) + ":" + std::to_string(L.Line) + ":" +
-           std::to_string(L.Column);
+  unsigned messageIndex(StringRef Message) {
+    auto [It, New] =
+        Shared.MessageIndex.try_emplace(Message, Shared.Messages.size());
+    if (New)
+      Shared.Messages.push_back(utf8(Message));
+    return It->second;
+  }
+
+  int64_t fileIndex(StringRef File) const {
+    return File.empty() ? -1 : int64_t(M.FileIndex.at(File.str()));
   }
 
   /// The files of the steps (the finding's first) in the order they appear.
@@ -94,7 +128,8 @@ private:
     return Files;
   }
 
-  void printProblems() {
+  json::Array problems() {
+    json::Array Out;
     std::set<std::string> Files;
     for (const Step &S : Steps)
       Files.insert(S.Loc.File);
@@ -102,62 +137,54 @@ private:
       Files.insert(Fix.Loc.File);
     for (const std::string &File : Files)
       if (!File.empty() && M.changedSince(File))
-        OS << "<p class=\"stale\">" << escaped(M.display(File))
-           << " changed since the analysis (its SHA-256 differs from the one "
-              "recorded with the findings): the lines shown may not be the "
-              "ones reported.</p>\n";
+        Out.push_back(utf8(M.display(File) +
+                           " changed since the analysis (its SHA-256 differs "
+                           "from the one recorded with the findings): the "
+                           "lines shown may not be the ones reported."));
+    std::set<std::pair<StringRef, unsigned>> PastEnd;
     for (const Step &S : Steps) {
       unsigned Lines = M.Sources.lineCount(S.Loc.File);
-      if (Lines && S.Loc.Line > Lines)
-        OS << "<p class=\"stale\">Line " << S.Loc.Line << " of "
-           << escaped(M.display(S.Loc.File)) << " is past its end (" << Lines
-           << " lines): the file changed since the analysis.</p>\n";
+      if (Lines && S.Loc.Line > Lines &&
+          PastEnd.insert({S.Loc.File, S.Loc.Line}).second)
+        Out.push_back(utf8(formatv("Line {0} of {1} is past its end ({2} "
+                                   "lines): the file changed since the "
+                                   "analysis.",
+                                   S.Loc.Line, M.display(S.Loc.File), Lines)
+                               .str()));
     }
+    return Out;
   }
 
-  void printBubble(const Step &S, bool WithPosition) {
-    bool IsWarning = S.Number == 1;
-    OS << "<div class=\"st " << (IsWarning ? "w" : "n") << "\"><b>" << S.Number
-       << "</b>";
-    if (WithPosition)
-      OS << "<span class=\"at\">" << escaped(position(S.Loc)) << "</span> ";
-    OS << escaped(S.Message) << "</div>\n";
+  void addSourceLine(StringRef File, unsigned Line) {
+    json::Object &Lines = Shared.Lines[M.FileIndex.at(File.str())];
+    std::string Key = std::to_string(Line);
+    if (Lines.get(Key))
+      return;
+    StringRef Text = M.Sources.lineText(File, Line);
+    StringRef Shown = cut(Text);
+    if (Shown.size() == Text.size())
+      Lines[Key] = utf8(Text);
+    else
+      Lines[Key] = json::Array{utf8(Shown), int64_t(Text.size() - Shown.size())};
   }
 
-  void printSteps() {
-    for (StringRef File : stepFiles()) {
-      std::vector<const Step *> Here;
-      for (const Step &S : Steps)
-        if (S.Loc.File == File)
-          Here.push_back(&S);
-      OS << "<div class=\"src\">";
-      if (File != F.Loc.File)
-        OS << "<div class=\"cap\">" << escaped(M.display(File)) << "</div>";
-      OS << '\n';
-      unsigned Lines = File.empty() ? 0 : M.Sources.lineCount(File);
-      if (!File.empty() && !M.Sources.contents(File))
-        OS << "<p class=\"na\">The source is not available: "
-           << escaped(M.display(File)) << " cannot be read.</p>\n";
-      // Steps with a line in the file are shown in context, the others
-      // (no location, unreadable file, past the end) as a list.
-      std::vector<const Step *> InContext, Listed;
-      for (const Step *S : Here)
-        (S->Loc.Line >= 1 && S->Loc.Line <= Lines ? InContext : Listed)
-            .push_back(S);
-      printContext(File, Lines, InContext);
-      for (const Step *S : Listed)
-        printBubble(*S, /*WithPosition=*/!File.empty());
-      OS << "</div>\n";
-    }
-  }
-
-  void printContext(StringRef File, unsigned Lines,
-                    ArrayRef<const Step *> Here) {
+  json::Object block(StringRef File) {
+    json::Object Block{{"file", fileIndex(File)}};
+    unsigned Lines = File.empty() ? 0 : M.Sources.lineCount(File);
+    if (!File.empty() && !M.Sources.contents(File))
+      Block["unreadable"] = true;
     std::set<unsigned> StepLines;
-    for (const Step *S : Here)
-      StepLines.insert(S->Loc.Line);
-    // Windows of context around each step's line, merged when they are
-    // no more than a window apart.
+    json::Array Listed;
+    for (const Step &S : Steps) {
+      if (S.Loc.File != File)
+        continue;
+      if (S.Loc.Line >= 1 && S.Loc.Line <= Lines)
+        StepLines.insert(S.Loc.Line);
+      else
+        Listed.push_back(S.Number);
+    }
+    // Windows of context around each step's line, merged when no more than
+    // Context lines lie between them; a gap of more is elided.
     std::vector<std::pair<unsigned, unsigned>> Windows;
     for (unsigned L : StepLines) {
       unsigned First = L > 2 * Context + 1 ? L - Context : 1;
@@ -167,59 +194,29 @@ private:
       else
         Windows.push_back({First, Last});
     }
-    for (size_t W = 0; W < Windows.size(); ++W) {
-      if (W > 0 || Windows[W].first > 1)
-        OS << "<div class=\"gap\">\xE2\x8B\xAF</div>\n"; // U+22EF
-      for (unsigned L = Windows[W].first; L <= Windows[W].second; ++L) {
-        std::vector<const Step *> At;
-        for (const Step *S : Here)
-          if (S->Loc.Line == L)
-            At.push_back(S);
-        printLine(File, L, At);
-        for (const Step *S : At)
-          printBubble(*S, /*WithPosition=*/false);
+    json::Array Rows;
+    for (const auto &[First, Last] : Windows) {
+      if (First > 1)
+        Rows.push_back(0);
+      for (unsigned L = First; L <= Last; ++L) {
+        addSourceLine(File, L);
+        Rows.push_back(L);
+        for (const Step &S : Steps)
+          if (S.Loc.File == File && S.Loc.Line == L)
+            Rows.push_back(-int64_t(S.Number));
       }
     }
     if (!Windows.empty() && Windows.back().second < Lines)
-      OS << "<div class=\"gap\">\xE2\x8B\xAF</div>\n";
-  }
-
-  /// A source line, with the token at each step's column marked.
-  void printLine(StringRef File, unsigned L, ArrayRef<const Step *> At) {
-    StringRef Text = M.Sources.lineText(File, L);
-    StringRef Shown = cut(Text);
-    const char *Kind = "";
-    if (!At.empty())
-      Kind = At.front()->Number == 1 ? " hw" : " hn";
-    OS << "<div class=\"ln" << Kind << "\"><i>" << L << "</i>";
-    std::set<size_t> Starts;
-    for (const Step *S : At)
-      if (S->Loc.Column >= 1 && S->Loc.Column <= Shown.size())
-        Starts.insert(S->Loc.Column - 1);
-    size_t Pos = 0;
-    for (size_t Start : Starts) {
-      if (Start < Pos)
-        continue;
-      size_t End = Start + 1;
-      if (isIdentifierChar(Shown[Start]))
-        while (End < Shown.size() && isIdentifierChar(Shown[End]))
-          ++End;
-      OS << escaped(Shown.slice(Pos, Start)) << "<mark>"
-         << escaped(Shown.slice(Start, End)) << "</mark>";
-      Pos = End;
-    }
-    OS << escaped(Shown.drop_front(Pos));
-    if (Shown.size() < Text.size())
-      OS << "<span class=\"cut\">\xE2\x80\xA6 (" << Text.size() - Shown.size()
-         << " more bytes)</span>";
-    OS << "</div>\n";
+      Rows.push_back(0);
+    Block["rows"] = std::move(Rows);
+    if (!Listed.empty())
+      Block["listed"] = std::move(Listed);
+    return Block;
   }
 
   //===--- The fix-it as a diff -------------------------------------------===//
 
-  void printFix() {
-    if (F.Fixes.empty())
-      return;
+  void printFixes(json::Array &Out) {
     std::vector<const FixReplacement *> Fixes;
     for (const FixReplacement &Fix : F.Fixes)
       Fixes.push_back(&Fix);
@@ -228,40 +225,39 @@ private:
       return std::tie(A->Loc.File, A->Loc.Offset, A->Length) <
              std::tie(B->Loc.File, B->Loc.Offset, B->Length);
     });
-    OS << "<div class=\"fix\"><div class=\"cap\">Fix-it</div>\n";
     for (size_t I = 0; I < Fixes.size();) {
       size_t End = I;
       while (End < Fixes.size() && Fixes[End]->Loc.File == Fixes[I]->Loc.File)
         ++End;
-      printFileFix(ArrayRef(Fixes).slice(I, End - I));
+      Out.push_back(fileFix(ArrayRef(Fixes).slice(I, End - I)));
       I = End;
     }
-    OS << "</div>\n";
   }
 
-  /// The replacements of one file, sorted by offset.
-  void printFileFix(ArrayRef<const FixReplacement *> Fixes) {
+  /// The replacements of one file, sorted by offset: a diff of the lines
+  /// they change when the file is as it was, else what they replace.
+  json::Object fileFix(ArrayRef<const FixReplacement *> Fixes) {
     StringRef File = Fixes.front()->Loc.File;
+    json::Object Out{{"file", fileIndex(File)}};
     std::optional<StringRef> Text = M.Sources.contents(File);
     bool InContext = Text && !M.changedSince(File);
     for (size_t I = 0; InContext && I < Fixes.size(); ++I)
       InContext = Fixes[I]->Loc.Offset + Fixes[I]->Length <= Text->size() &&
                   (I == 0 || Fixes[I - 1]->Loc.Offset + Fixes[I - 1]->Length <=
                                  Fixes[I]->Loc.Offset);
-    OS << "<div class=\"src diff\">";
-    if (File != F.Loc.File)
-      OS << "<div class=\"cap\">" << escaped(M.display(File)) << "</div>";
-    OS << '\n';
     if (!InContext) {
+      json::Array Replace;
       for (const FixReplacement *Fix : Fixes)
-        OS << "<div class=\"st n\">Replace " << Fix->Length
-           << " byte(s) at offset " << Fix->Loc.Offset << " of "
-           << escaped(M.display(File)) << " with <code>"
-           << escaped(Fix->Replacement) << "</code></div>\n";
-      OS << "</div>\n";
-      return;
+        Replace.push_back(utf8(formatv("Replace {0} byte(s) at offset {1} "
+                                       "with '{2}'",
+                                       Fix->Length, Fix->Loc.Offset,
+                                       Fix->Replacement)
+                                   .str()));
+      Out["replace"] = std::move(Replace);
+      return Out;
     }
     // Replacements on the same or adjacent lines make one hunk.
+    json::Array Diff;
     size_t I = 0;
     while (I < Fixes.size()) {
       unsigned First = lineOf(File, Fixes[I]->Loc.Offset);
@@ -273,10 +269,12 @@ private:
         Last = std::max(
             Last, lineOf(File, Fixes[End]->Loc.Offset + Fixes[End]->Length));
       }
-      printHunk(*Text, File, First, Last, ArrayRef(Fixes).slice(I, End - I));
+      addHunk(*Text, File, First, Last, ArrayRef(Fixes).slice(I, End - I),
+              Diff);
       I = End;
     }
-    OS << "</div>\n";
+    Out["diff"] = std::move(Diff);
+    return Out;
   }
 
   unsigned lineOf(StringRef File, unsigned Offset) {
@@ -287,8 +285,8 @@ private:
     return L.Line;
   }
 
-  void printHunk(StringRef Text, StringRef File, unsigned First, unsigned Last,
-                 ArrayRef<const FixReplacement *> Fixes) {
+  void addHunk(StringRef Text, StringRef File, unsigned First, unsigned Last,
+               ArrayRef<const FixReplacement *> Fixes, json::Array &Diff) {
     Last = std::min(Last, M.Sources.lineCount(File));
     size_t Begin = M.Sources.lineStart(File, First);
     size_t End = M.Sources.lineStart(File, Last) +
@@ -302,30 +300,56 @@ private:
     }
     End = std::max(End, Pos);
     New += Text.slice(Pos, End);
-    printDiffLines(Text.slice(Begin, End), First, "del", '-');
-    printDiffLines(New, First, "add", '+');
+    addDiffLines(Text.slice(Begin, End), First, "-", Diff);
+    addDiffLines(New, First, "+", Diff);
   }
 
-  void printDiffLines(StringRef Lines, unsigned Number, StringRef Kind,
-                      char Sign) {
+  static void addDiffLines(StringRef Lines, unsigned Number, StringRef Sign,
+                           json::Array &Diff) {
     SmallVector<StringRef, 4> Split;
     Lines.split(Split, '\n');
     for (StringRef Line : Split)
-      OS << "<div class=\"ln " << Kind << "\"><i>" << Number++ << "</i>"
-         << Sign << ' ' << escaped(cut(Line.rtrim('\r'))) << "</div>\n";
+      Diff.push_back(
+          json::Array{Number++, Sign, utf8(cut(Line.rtrim('\r')))});
   }
 
   PageModel &M;
   const Finding &F;
-  raw_ostream &OS;
+  Tables &Shared;
   std::vector<Step> Steps;
 };
 
 } // namespace
 
-void printFinding(PageModel &M, const Finding &F, unsigned Number,
-                  raw_ostream &OS) {
-  FindingPrinter(M, F, OS).print(Number);
+void printFindingData(PageModel &M, raw_ostream &OS) {
+  json::Array Findings;
+  FindingData::Tables Shared;
+  for (const Finding &F : M.R.Findings)
+    Findings.push_back(FindingData(M, F, Shared).build());
+  json::Array Files;
+  for (const std::string &File : M.Files)
+    Files.push_back(utf8(M.display(File)));
+  json::Object Checks, Sources;
+  for (const auto &[Check, Count] : M.PerCheck)
+    Checks[utf8(Check)] = json::Object{{"group", ruleGroup(Check)},
+                                       {"docs", utf8(M.docsHref(Check))}};
+  for (auto &[File, FileLines] : Shared.Lines)
+    Sources[std::to_string(File)] = std::move(FileLines);
+  json::Value Data = json::Object{{"files", std::move(Files)},
+                                  {"checks", std::move(Checks)},
+                                  {"messages", std::move(Shared.Messages)},
+                                  {"sources", std::move(Sources)},
+                                  {"findings", std::move(Findings)}};
+  std::string Text;
+  raw_string_ostream(Text) << Data;
+  OS << "<script type=\"application/json\" id=\"report-data\">";
+  for (char C : Text) {
+    if (C == '<')
+      OS << "\\u003c"; // no "</script>", no "<!--" inside the element
+    else
+      OS << C;
+  }
+  OS << "</script>\n";
 }
 
 } // namespace torchtidy::html

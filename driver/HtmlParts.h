@@ -1,8 +1,8 @@
 //===--- HtmlParts.h - torch-tidy driver ------------------------*- C++ -*-===//
 //
 // The pieces of the HTML report (HtmlReport.h) shared by its files:
-// escaping, the page's model of the findings, the summary, one finding, the
-// documentation pages.
+// escaping, the page's model of the findings, the summary, the findings'
+// data, the documentation pages.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,12 +48,14 @@ public:
   const Report &R;
   const HtmlOptions &Options;
   SourceCache Sources;
-  /// Files with findings, sorted; a finding's `data-file` is the index.
+  /// The files of the findings, notes and fix-its, sorted; the page
+  /// refers to a file by its index here (a finding's `data-file`).
   std::vector<std::string> Files;
   std::map<std::string, unsigned> FileIndex;
   /// Findings per check, per file index.
   std::map<std::string, unsigned> PerCheck;
   std::vector<unsigned> PerFile;
+  size_t FilesWithFindings = 0;
   /// Checks whose page is bundled, with the page's markdown.
   std::map<std::string, std::string> Docs;
 
@@ -71,9 +73,9 @@ private:
 
 /// The summary: counts, charts, files, tool errors, the run's figures.
 void printSummary(PageModel &M, llvm::raw_ostream &OS);
-/// One finding (`Number` from 1, its id is `f<Number>`).
-void printFinding(PageModel &M, const Finding &F, unsigned Number,
-                  llvm::raw_ostream &OS);
+/// The findings as the page's data island, which report.js renders
+/// (HtmlFinding.cpp has its schema).
+void printFindingData(PageModel &M, llvm::raw_ostream &OS);
 /// A documentation page (markdown) as HTML; \p LinkFor maps a link target
 /// such as `torch-x.md` to an href, "" to leave the text unlinked.
 void printMarkdown(llvm::StringRef Markdown,

@@ -2,8 +2,9 @@
 //
 // The page's frame: head (CSS, a Content-Security-Policy that allows only
 // this page's own style and script, by hash, so nothing is fetched and an
-// injected script could not run), summary, filters, findings, the bundled
-// documentation pages, the script. See HtmlReport.h.
+// injected script could not run), summary, filters, the place of the
+// findings, the bundled documentation pages, the findings' data, the
+// script. See HtmlReport.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -108,8 +109,11 @@ PageModel::PageModel(const Report &R, const HtmlOptions &Options)
     All.push_back(F.Loc.File);
     for (const Note &N : F.Notes)
       All.push_back(N.Loc.File);
-    FileIndex.emplace(F.Loc.File, 0);
+    for (const FixReplacement &Fix : F.Fixes)
+      All.push_back(Fix.Loc.File);
   }
+  for (StringRef File : All)
+    FileIndex.emplace(File.str(), 0);
   for (const ToolError &E : R.ToolErrors)
     All.push_back(E.File);
   Root = commonDirectory(All);
@@ -120,6 +124,7 @@ PageModel::PageModel(const Report &R, const HtmlOptions &Options)
   PerFile.assign(Files.size(), 0);
   for (const Finding &F : R.Findings)
     ++PerFile[FileIndex[F.Loc.File]];
+  FilesWithFindings = llvm::count_if(PerFile, [](unsigned N) { return N; });
   if (Options.DocsURL.empty() && !Options.DocsDir.empty())
     for (const auto &[Check, Count] : PerCheck) {
       if (!StringRef(Check).starts_with("torch-"))
@@ -183,6 +188,8 @@ static void printFilters(PageModel &M, raw_ostream &OS) {
   OS << "</select></label>\n<label>File <select id=\"filter-file\">"
         "<option value=\"\">all files</option>";
   for (size_t I = 0; I < M.Files.size(); ++I) {
+    if (!M.PerFile[I])
+      continue; // a file of notes or fix-its only
     std::string Shown = M.display(M.Files[I]);
     OS << "<option value=\"" << I << "\" data-path=\"" << escaped(Shown)
        << "\">" << escaped(Shown) << " (" << M.PerFile[I] << ")</option>";
@@ -237,8 +244,8 @@ void printHTML(const Report &R, const HtmlOptions &Options, raw_ostream &OS) {
      << "<link rel=\"icon\" href=\"data:,\">\n"
      << "<style>" << Css << "</style>\n</head>\n<body>\n";
   OS << "<header class=\"top\">\n<h1>torch-tidy report</h1>\n<p>" << N
-     << " finding" << (N == 1 ? "" : "s") << " in " << M.Files.size()
-     << " file" << (M.Files.size() == 1 ? "" : "s");
+     << " finding" << (N == 1 ? "" : "s") << " in " << M.FilesWithFindings
+     << " file" << (M.FilesWithFindings == 1 ? "" : "s");
   if (!M.Root.empty())
     OS << " under <code>" << escaped(M.Root) << "</code>";
   OS << "</p>\n<nav><a href=\"#summary\">Summary</a> <a "
@@ -249,17 +256,22 @@ void printHTML(const Report &R, const HtmlOptions &Options, raw_ostream &OS) {
   printFilters(M, OS);
   if (R.Findings.empty())
     OS << "<p class=\"muted\">No findings.</p>\n";
-  for (size_t I = 0; I < N; ++I)
-    printFinding(M, R.Findings[I], I + 1, OS);
-  OS << "<p id=\"no-match\" class=\"muted\" hidden>No finding matches the "
+  else
+    OS << "<noscript><p class=\"muted\">The page's script draws the "
+          "findings: allow JavaScript to see them (the summary is complete "
+          "without it).</p></noscript>\n";
+  OS << "<div id=\"finding-list\"></div>\n<p id=\"more\" hidden><button "
+        "type=\"button\" id=\"more-button\">Show more</button></p>\n"
+     << "<p id=\"no-match\" class=\"muted\" hidden>No finding matches the "
         "filters.</p>\n</section>\n";
   printDocs(M, OS);
   OS << "</main>\n<footer>Made by torch-tidy " TORCH_TIDY_VERSION
         " (<a href=\""
      << ProjectURL << "\">" << ProjectURL
      << "</a>). The source lines were read when this page was made."
-        "</footer>\n"
-     << "<script>" << Js << "</script>\n</body>\n</html>\n";
+        "</footer>\n";
+  printFindingData(M, OS);
+  OS << "<script>" << Js << "</script>\n</body>\n</html>\n";
 }
 
 } // namespace torchtidy

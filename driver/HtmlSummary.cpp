@@ -134,13 +134,14 @@ void printFileRow(PageModel &M, unsigned Index, unsigned Errors,
 }
 
 void printByFile(PageModel &M, raw_ostream &OS) {
-  constexpr size_t Shown = 20;
+  constexpr size_t Shown = 25;
   std::vector<unsigned> Errors(M.Files.size(), 0);
   for (const Finding &F : M.R.Findings)
     Errors[M.FileIndex[F.Loc.File]] += F.Severity == Level::Error;
-  std::vector<unsigned> Order(M.Files.size());
-  for (unsigned I = 0; I < Order.size(); ++I)
-    Order[I] = I;
+  std::vector<unsigned> Order;
+  for (unsigned I = 0; I < M.Files.size(); ++I)
+    if (M.PerFile[I])
+      Order.push_back(I);
   // Worst first: most findings, then most errors, then by path.
   llvm::stable_sort(Order, [&](unsigned A, unsigned B) {
     return std::make_pair(M.PerFile[A], Errors[A]) >
@@ -151,20 +152,21 @@ void printByFile(PageModel &M, raw_ostream &OS) {
     OS << "<p class=\"muted\">No file has a finding.</p>\n";
     return;
   }
-  auto OpenTable = [&](StringRef Id) {
-    OS << "<table id=\"" << Id << "\" class=\"counts\"><thead><tr><th>File"
-       << "</th><th>Findings</th><th>Errors</th></tr></thead><tbody>\n";
-  };
-  OpenTable("by-file");
-  for (size_t I = 0; I < Order.size(); ++I) {
-    if (I == Shown) {
-      OS << "</tbody></table>\n<details><summary>" << Order.size() - Shown
-         << " more file(s)</summary>\n";
-      OpenTable("by-file-more");
-    }
+  OS << "<table id=\"by-file\" class=\"counts\"><thead><tr><th>File</th>"
+        "<th>Findings</th><th>Errors</th></tr></thead><tbody>\n";
+  for (size_t I = 0; I < std::min(Order.size(), Shown); ++I)
     printFileRow(M, Order[I], Errors[Order[I]], OS);
+  OS << "</tbody></table>\n";
+  // The rest would be thousands of rows in a large audit; the file filter
+  // lists every file with its count.
+  if (Order.size() > Shown) {
+    unsigned Rest = 0;
+    for (size_t I = Shown; I < Order.size(); ++I)
+      Rest += M.PerFile[Order[I]];
+    OS << "<p class=\"muted\" id=\"by-file-rest\">And " << Order.size() - Shown
+       << " more files with " << Rest
+       << " findings in all: the file filter lists every file.</p>\n";
   }
-  OS << "</tbody></table>\n" << (Order.size() > Shown ? "</details>\n" : "");
 }
 
 void printToolErrors(PageModel &M, raw_ostream &OS) {
@@ -254,7 +256,7 @@ void printSummary(PageModel &M, raw_ostream &OS) {
   printCard("count-findings", M.R.Findings.size(), "findings", OS);
   printCard("count-warnings", M.R.Findings.size() - Errors, "warnings", OS);
   printCard("count-errors", Errors, "errors", OS);
-  printCard("count-files", M.Files.size(), "files with findings", OS);
+  printCard("count-files", M.FilesWithFindings, "files with findings", OS);
   printCard("count-checks", M.PerCheck.size(), "checks that found something",
             OS);
   printCard("count-tool-errors", M.R.ToolErrors.size(),
