@@ -28,9 +28,6 @@ struct Escaped {
 inline Escaped escaped(llvm::StringRef Text) { return {Text}; }
 llvm::raw_ostream &operator<<(llvm::raw_ostream &OS, Escaped E);
 
-/// Percent-encodes \p Text for a URL fragment (`#check=...`).
-std::string fragmentEncode(llvm::StringRef Text);
-
 /// A compiler diagnostic (clang-diagnostic-*) at error level; decided from
 /// what JSON and SARIF carry, so that every input gives the same page.
 bool isCompilerError(const Finding &F);

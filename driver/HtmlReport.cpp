@@ -57,20 +57,6 @@ raw_ostream &operator<<(raw_ostream &OS, Escaped E) {
   return OS;
 }
 
-std::string fragmentEncode(StringRef Text) {
-  std::string Out;
-  for (unsigned char C : Text) {
-    if (isAlnum(C) || StringRef("-._~/").contains(C)) {
-      Out += C;
-    } else {
-      Out += '%';
-      Out += hexdigit(C >> 4, /*LowerCase=*/false);
-      Out += hexdigit(C & 15, /*LowerCase=*/false);
-    }
-  }
-  return Out;
-}
-
 bool isCompilerError(const Finding &F) {
   return F.Severity == Level::Error &&
          StringRef(F.Check).starts_with("clang-diagnostic-");
@@ -144,7 +130,7 @@ std::string PageModel::display(StringRef File) const {
 
 std::string PageModel::docsHref(StringRef Check) const {
   if (Docs.count(Check.str()))
-    return "#doc-" + fragmentEncode(Check);
+    return "#doc-" + percentEncode(Check);
   if (!Check.starts_with("torch-"))
     return ""; // compiler diagnostics have no page
   if (Options.DocsURL.empty())

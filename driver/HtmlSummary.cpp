@@ -111,7 +111,7 @@ void printCharts(PageModel &M, raw_ostream &OS) {
   std::vector<Bar> Checks;
   for (const auto &[Check, Count] : M.PerCheck)
     Checks.push_back({Check, "bar-" + Check,
-                      "#check=" + fragmentEncode(Check),
+                      "#check=" + percentEncode(Check),
                       ruleGroup(Check).str(), Count});
   // Most findings first; the map already sorted equal counts by name.
   llvm::stable_sort(Checks, [](const Bar &A, const Bar &B) {
@@ -128,7 +128,7 @@ void printCharts(PageModel &M, raw_ostream &OS) {
 void printFileRow(PageModel &M, unsigned Index, unsigned Errors,
                   raw_ostream &OS) {
   std::string Shown = M.display(M.Files[Index]);
-  OS << "<tr><td><a href=\"#file=" << escaped(fragmentEncode(Shown)) << "\">"
+  OS << "<tr><td><a href=\"#file=" << escaped(percentEncode(Shown)) << "\">"
      << escaped(Shown) << "</a></td><td class=\"num\">" << M.PerFile[Index]
      << "</td><td class=\"num\">" << Errors << "</td></tr>\n";
 }

@@ -45,6 +45,10 @@ inline constexpr const char *DocsBaseURL =
 inline constexpr const char *ProjectURL =
     "https://github.com/torch-tidy/torch-tidy";
 
+/// \p Path with every byte but letters, digits and `/-._~` as %XX (URIs,
+/// URL fragments).
+std::string percentEncode(llvm::StringRef Path);
+
 /// The one-line description of a check (from checks/CheckDescriptions.h).
 std::string describeCheck(llvm::StringRef Check);
 

@@ -31,6 +31,8 @@ constexpr const char *SarifSchema =
     "https://json.schemastore.org/sarif-2.1.0.json";
 constexpr const char *BaseId = "SRCROOT";
 
+} // namespace
+
 std::string percentEncode(StringRef Path) {
   std::string Out;
   for (unsigned char C : Path) {
@@ -45,6 +47,8 @@ std::string percentEncode(StringRef Path) {
   }
   return Out;
 }
+
+namespace {
 
 std::string fileURI(StringRef AbsPath) {
   std::string Posix = sys::path::convert_to_slash(AbsPath);
