@@ -62,10 +62,6 @@ bool isCompilerError(const Finding &F) {
          StringRef(F.Check).starts_with("clang-diagnostic-");
 }
 
-static std::string sha256Hex(StringRef Data) {
-  return toHex(SHA256::hash(arrayRefFromStringRef(Data)), /*LowerCase=*/true);
-}
-
 /// The deepest directory that holds every path, with a trailing separator;
 /// "" when it is the root or there are no paths.
 static std::string commonDirectory(const std::vector<StringRef> &Paths) {

@@ -27,6 +27,10 @@ using namespace llvm;
 
 namespace torchtidy {
 
+std::string sha256Hex(StringRef Data) {
+  return toHex(SHA256::hash(arrayRefFromStringRef(Data)), /*LowerCase=*/true);
+}
+
 void addSourceDigests(Report &R) {
   auto Add = [&](const std::string &File) {
     if (File.empty() || R.SourceDigests.count(File))
@@ -34,9 +38,7 @@ void addSourceDigests(Report &R) {
     auto Buffer = MemoryBuffer::getFile(File, /*IsText=*/false,
                                         /*RequiresNullTerminator=*/false);
     if (Buffer)
-      R.SourceDigests[File] = toHex(
-          SHA256::hash(arrayRefFromStringRef((*Buffer)->getBuffer())),
-          /*LowerCase=*/true);
+      R.SourceDigests[File] = sha256Hex((*Buffer)->getBuffer());
   };
   for (const Finding &F : R.Findings) {
     Add(F.Loc.File);

@@ -38,6 +38,8 @@ struct Report {
 
 /// Fills R.SourceDigests (files that cannot be read get none).
 void addSourceDigests(Report &R);
+/// The SHA-256 of \p Data in lower-case hex, as in SourceDigests.
+std::string sha256Hex(llvm::StringRef Data);
 
 /// Base of every check's documentation page, `<base><check>.md`.
 inline constexpr const char *DocsBaseURL =
