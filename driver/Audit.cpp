@@ -376,6 +376,8 @@ private:
       Parallel = formatv("; at most {0} at once within a {1} MiB memory budget",
                          Budget.peakHolders(), Budget.total() / MiB)
                      .str();
+    if (Audit.Stats)
+      *Audit.Stats = {Reused, Analysed, UsedPCH, Built};
     printNote(formatv("audit: {0} translation unit(s): {1} from the result "
                       "cache, {2} analysed ({3} with a precompiled header, "
                       "{4} precompiled header(s) built){5}",

@@ -23,6 +23,11 @@
 
 namespace torchtidy {
 
+/// What an audit did (the summary note's figures), for --format=html.
+struct AuditStats {
+  unsigned FromCache = 0, Analysed = 0, WithPCH = 0, PCHsBuilt = 0;
+};
+
 struct AuditOptions {
   /// Where the PCHs and results live (`<build dir>/.torch-tidy-cache`).
   std::string CacheDir;
@@ -34,6 +39,8 @@ struct AuditOptions {
   std::string ToolId;
   /// Show `[i/N] ETA file` on a terminal.
   bool Progress = false;
+  /// Filled at the end when not null.
+  AuditStats *Stats = nullptr;
 };
 
 /// A digest of this torch-tidy binary (path, size, modification time) and

@@ -90,6 +90,12 @@ void sortAndUnique(std::vector<Finding> &Findings) {
 // SourceCache
 //===----------------------------------------------------------------------===//
 
+/// The line of \p Text that starts at \p Start, without its end of line.
+static StringRef lineFrom(StringRef Text, unsigned Start) {
+  return Text.substr(Start).take_until(
+      [](char C) { return C == '\n' || C == '\r'; });
+}
+
 const SourceCache::Entry *SourceCache::get(StringRef File) {
   auto It = Files.find(File);
   if (It != Files.end())
@@ -123,9 +129,32 @@ std::string SourceCache::resolve(Location &Loc) {
   unsigned Start = E->LineStarts[LineIdx];
   Loc.Line = LineIdx + 1;
   Loc.Column = Offset - Start + 1;
-  StringRef Line = Text.substr(Start).take_until(
-      [](char C) { return C == '\n' || C == '\r'; });
-  return Line.str();
+  return lineFrom(Text, Start).str();
+}
+
+std::optional<StringRef> SourceCache::contents(StringRef File) {
+  if (const Entry *E = get(File))
+    return E->Buffer->getBuffer();
+  return std::nullopt;
+}
+
+unsigned SourceCache::lineCount(StringRef File) {
+  const Entry *E = get(File);
+  if (!E)
+    return 0;
+  // A final line break ends the last line; it does not start another.
+  bool EndsWithBreak = E->LineStarts.back() == E->Buffer->getBufferSize();
+  return E->LineStarts.size() - EndsWithBreak;
+}
+
+unsigned SourceCache::lineStart(StringRef File, unsigned Line) {
+  assert(Line >= 1 && Line <= lineCount(File));
+  return get(File)->LineStarts[Line - 1];
+}
+
+StringRef SourceCache::lineText(StringRef File, unsigned Line) {
+  StringRef Text = *contents(File);
+  return lineFrom(Text, lineStart(File, Line));
 }
 
 //===----------------------------------------------------------------------===//

@@ -14,6 +14,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,15 @@ public:
   /// Fills Line/Column of \p Loc from Loc.File and Loc.Offset, and returns the
   /// text of that line ("" when the file cannot be read).
   std::string resolve(Location &Loc);
+
+  /// The text of \p File, or std::nullopt when it cannot be read.
+  std::optional<llvm::StringRef> contents(llvm::StringRef File);
+  /// The number of lines of \p File (0 when it cannot be read).
+  unsigned lineCount(llvm::StringRef File);
+  /// The byte offset where line \p Line (1-based, <= lineCount) starts, and
+  /// the line's text without its end of line.
+  unsigned lineStart(llvm::StringRef File, unsigned Line);
+  llvm::StringRef lineText(llvm::StringRef File, unsigned Line);
 
 private:
   struct Entry {

@@ -42,7 +42,7 @@ std::string percentDecode(StringRef Text) {
 
 class Reader {
 public:
-  Reader(StringRef Path) : Path(Path) {}
+  Reader(StringRef Path, StringRef Command) : Path(Path), Command(Command) {}
 
   Expected<Report> read(const json::Value &Document) {
     const json::Object *Doc = Document.getAsObject();
@@ -87,6 +87,17 @@ public:
                 return bad("has a malformed tool notification");
               R.ToolErrors.push_back(std::move(E));
             }
+    if (const json::Array *Artifacts = Run.getArray("artifacts"))
+      for (const json::Value &A : *Artifacts) {
+        const json::Object *O = A.getAsObject();
+        const json::Object *Hashes = O ? O->getObject("hashes") : nullptr;
+        std::string File;
+        if (!O || !readArtifact(O->getObject("location"), File))
+          return bad("has a malformed artifact");
+        if (std::optional<StringRef> Digest =
+                Hashes ? Hashes->getString("sha-256") : std::nullopt)
+          R.SourceDigests[File] = Digest->str();
+      }
     const json::Array *Results = Run.getArray("results");
     if (!Results)
       return bad("has no results array");
@@ -101,9 +112,8 @@ public:
 
 private:
   Error bad(const Twine &What) {
-    return fail("'" + Path + "' " + What +
-                "; merge-sarif reads the SARIF "
-                "files of torch-tidy --format=sarif");
+    return fail("'" + Path + "' " + What + "; " + Command +
+                " reads the SARIF files of torch-tidy --format=sarif");
   }
 
   bool readArtifact(const json::Object *Artifact, std::string &File) {
@@ -191,6 +201,8 @@ private:
             return false;
         F.Notes.push_back(std::move(N));
       }
+    if (F.Notes.empty() && !readCodeFlows(*O, F))
+      return false;
     if (const json::Array *Fixes = O->getArray("fixes"))
       for (const json::Value &FV : *Fixes) {
         const json::Object *Fix = FV.getAsObject();
@@ -202,6 +214,44 @@ private:
           if (!readChange(CV, F))
             return false;
       }
+    return true;
+  }
+
+  /// The steps of a `codeFlows` thread flow, as ordered notes (for a log
+  /// that carries the chain of notes only there); the result's own location
+  /// as a step is the warning, not a note.
+  bool readCodeFlows(const json::Object &Result, Finding &F) {
+    const json::Array *Flows = Result.getArray("codeFlows");
+    if (!Flows)
+      return true;
+    for (const json::Value &Flow : *Flows) {
+      const json::Object *FO = Flow.getAsObject();
+      const json::Array *Threads = FO ? FO->getArray("threadFlows") : nullptr;
+      if (!Threads)
+        return false;
+      for (const json::Value &Thread : *Threads) {
+        const json::Object *TO = Thread.getAsObject();
+        const json::Array *Steps = TO ? TO->getArray("locations") : nullptr;
+        if (!Steps)
+          return false;
+        for (const json::Value &Step : *Steps) {
+          const json::Object *SO = Step.getAsObject();
+          const json::Object *L = SO ? SO->getObject("location") : nullptr;
+          if (!L)
+            return false;
+          Note N;
+          readMessage(*L, N.Message);
+          if (const json::Object *P = L->getObject("physicalLocation"))
+            if (!readLocation(P, N.Loc))
+              return false;
+          bool IsWarning = N.Loc.File == F.Loc.File &&
+                           N.Loc.Line == F.Loc.Line &&
+                           (N.Message.empty() || N.Message == F.Message);
+          if (!IsWarning)
+            F.Notes.push_back(std::move(N));
+        }
+      }
+    }
     return true;
   }
 
@@ -237,12 +287,13 @@ private:
   }
 
   std::string Path;
+  std::string Command;
   std::string Base; // %SRCROOT% as a path, with its trailing '/'
 };
 
 } // namespace
 
-Expected<Report> readSARIF(StringRef Path) {
+Expected<json::Value> readJSONFile(StringRef Path) {
   auto Buffer = MemoryBuffer::getFileOrSTDIN(Path);
   if (!Buffer)
     return fail("cannot read '" + Path + "': " + Buffer.getError().message());
@@ -250,12 +301,34 @@ Expected<Report> readSARIF(StringRef Path) {
   if (!Document)
     return fail("malformed JSON in '" + Path +
                 "': " + toString(Document.takeError()));
-  return Reader(Path).read(*Document);
+  return Document;
+}
+
+Expected<Report> fromSARIFDocument(const json::Value &Document,
+                                   StringRef Path, StringRef Command) {
+  return Reader(Path, Command).read(Document);
+}
+
+Expected<Report> readSARIF(StringRef Path) {
+  Expected<json::Value> Document = readJSONFile(Path);
+  if (!Document)
+    return Document.takeError();
+  return fromSARIFDocument(*Document, Path, "merge-sarif");
 }
 
 Report mergeReports(ArrayRef<Report> Reports) {
   Report Merged;
   std::set<std::string> Rules;
+  // A file whose digest differs between two reports changed in between:
+  // it gets none, whatever the order of the reports.
+  std::set<std::string> Changed;
+  for (const Report &R : Reports)
+    for (const auto &[File, Digest] : R.SourceDigests)
+      if (!Merged.SourceDigests.emplace(File, Digest).second &&
+          Merged.SourceDigests[File] != Digest)
+        Changed.insert(File);
+  for (const std::string &File : Changed)
+    Merged.SourceDigests.erase(File);
   for (const Report &R : Reports) {
     if (Merged.BaseDir.empty())
       Merged.BaseDir = R.BaseDir;

@@ -14,12 +14,20 @@
 #include "OutputFormats.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 namespace torchtidy {
 
 /// Reads back a SARIF log written by torch-tidy (printSARIF) as a Report.
 /// Fails with a one-line message on anything else.
 llvm::Expected<Report> readSARIF(llvm::StringRef Path);
+/// The same for a parsed log; \p Command is named in the error message.
+llvm::Expected<Report> fromSARIFDocument(const llvm::json::Value &Document,
+                                         llvm::StringRef Path,
+                                         llvm::StringRef Command);
+
+/// Reads and parses a JSON file ("-": stdin), with a one-line error.
+llvm::Expected<llvm::json::Value> readJSONFile(llvm::StringRef Path);
 
 /// Merges reports of disjoint sets of TUs; BaseDir is the first's.
 Report mergeReports(llvm::ArrayRef<Report> Reports);

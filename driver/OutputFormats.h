@@ -9,7 +9,9 @@
 #define TORCH_TIDY_DRIVER_OUTPUTFORMATS_H
 
 #include "Finding.h"
+#include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,13 +30,26 @@ struct Report {
   std::vector<ToolError> ToolErrors;
   /// Directory that SARIF URIs are made relative to (%SRCROOT%).
   std::string BaseDir;
+  /// SHA-256 (hex) of each file that a finding, note or fix points into, as
+  /// the file was when the findings were printed, so that a report made
+  /// later can tell whether the source changed since.
+  std::map<std::string, std::string> SourceDigests;
 };
+
+/// Fills R.SourceDigests (files that cannot be read get none).
+void addSourceDigests(Report &R);
+/// The SHA-256 of \p Data in lower-case hex, as in SourceDigests.
+std::string sha256Hex(llvm::StringRef Data);
 
 /// Base of every check's documentation page, `<base><check>.md`.
 inline constexpr const char *DocsBaseURL =
     "https://github.com/torch-tidy/torch-tidy/blob/main/docs/checks/";
 inline constexpr const char *ProjectURL =
     "https://github.com/torch-tidy/torch-tidy";
+
+/// \p Path with every byte but letters, digits and `/-._~` as %XX (URIs,
+/// URL fragments).
+std::string percentEncode(llvm::StringRef Path);
 
 /// The one-line description of a check (from checks/CheckDescriptions.h).
 std::string describeCheck(llvm::StringRef Check);
@@ -45,6 +60,9 @@ void printSARIF(const Report &R, llvm::raw_ostream &OS);
 
 /// The JSON document of --format=json (see docs/driver.md).
 llvm::json::Value toJSONDocument(const Report &R);
+/// Reads such a document back (\p Path names it in errors).
+llvm::Expected<Report> fromJSONDocument(const llvm::json::Value &Document,
+                                        llvm::StringRef Path);
 
 } // namespace torchtidy
 

@@ -10,6 +10,8 @@
 //    absolute file:// URIs. Regions use clang's 1-based line and (byte) column.
 //  - invocations[0] says whether every file was analysed, with a
 //    toolExecutionNotification per tool error.
+//  - artifacts: the files the results point into, with the SHA-256 of their
+//    content (Report::SourceDigests).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +31,8 @@ constexpr const char *SarifSchema =
     "https://json.schemastore.org/sarif-2.1.0.json";
 constexpr const char *BaseId = "SRCROOT";
 
+} // namespace
+
 std::string percentEncode(StringRef Path) {
   std::string Out;
   for (unsigned char C : Path) {
@@ -43,6 +47,8 @@ std::string percentEncode(StringRef Path) {
   }
   return Out;
 }
+
+namespace {
 
 std::string fileURI(StringRef AbsPath) {
   std::string Posix = sys::path::convert_to_slash(AbsPath);
@@ -91,6 +97,13 @@ public:
     if (!Base.empty())
       Run["originalUriBaseIds"] = json::Object{
           {BaseId, json::Object{{"uri", fileURI(Base)}}}};
+    json::Array Artifacts;
+    for (const auto &[File, Digest] : R.SourceDigests)
+      Artifacts.push_back(
+          json::Object{{"location", artifact(File)},
+                       {"hashes", json::Object{{"sha-256", Digest}}}});
+    if (!Artifacts.empty())
+      Run["artifacts"] = std::move(Artifacts);
     return json::Object{{"$schema", SarifSchema},
                         {"version", "2.1.0"},
                         {"runs", json::Array{std::move(Run)}}};

@@ -3,6 +3,9 @@
 // `torch-tidy merge-sarif ...` merges the SARIF files of --shard runs
 // (MergeSarif.h).
 //
+// `torch-tidy report ...` writes the HTML report from saved findings
+// (HtmlReport.h).
+//
 // `torch-tidy verify ...` forwards to torch-tidy-verify, the runtime
 // verifier of runtime-check/, so that users see one tool. The verifier has
 // no LLVM dependency and is a separate program because it must also build on
@@ -11,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Subcommands.h"
+#include "HtmlReport.h"
 #include "MergeSarif.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
@@ -77,6 +81,8 @@ std::optional<int> runSubcommand(int Argc, const char **Argv) {
     return forwardToVerifier(Argc, Argv);
   if (Command == "merge-sarif")
     return mergeSarifMain(ArrayRef(Argv + 2, Argv + Argc));
+  if (Command == "report")
+    return reportMain(ArrayRef(Argv + 2, Argv + Argc), Argv[0]);
   return std::nullopt;
 }
 

@@ -2,7 +2,7 @@
 //
 // `torch-tidy [options] <files...> [-- <compiler flags>]`: clang-tidy's
 // engine with the torch module linked in, clang-tidy's command line, and
-// text, JSON or SARIF output that is sorted and independent of -j.
+// text, JSON, SARIF or HTML output that is sorted and independent of -j.
 //
 // Exit status (docs/driver.md):
 //   0  no findings;
@@ -20,6 +20,7 @@
 #include "Explain.h"
 #include "Finding.h"
 #include "FixApplier.h"
+#include "HtmlReport.h"
 #include "Messages.h"
 #include "OutputFormats.h"
 #include "Runner.h"
@@ -39,6 +40,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+#include <chrono>
 #include <set>
 #include <unistd.h>
 
@@ -49,7 +51,7 @@ namespace {
 
 enum ExitCode { ExitClean = 0, ExitFindings = 1, ExitError = 2 };
 
-enum class OutputFormat { Text, JSON, SARIF };
+enum class OutputFormat { Text, JSON, SARIF, HTML };
 
 cl::OptionCategory Category("torch-tidy options");
 
@@ -83,9 +85,15 @@ cl::opt<unsigned> Jobs("j",
 // A string rather than a cl::values enum: cl reports a bad enum value on
 // stderr by itself, in two lines; this way the error is ours and one line.
 cl::opt<std::string> FormatName(
-    "format", cl::desc("Output format: text (default, clang-tidy's), json "
-                       "or sarif (SARIF 2.1.0)"),
-    cl::init("text"), cl::value_desc("text|json|sarif"), cl::cat(Category));
+    "format", cl::desc("Output format: text (default, clang-tidy's), json, "
+                       "sarif (SARIF 2.1.0) or html (a report page)"),
+    cl::init("text"), cl::value_desc("text|json|sarif|html"),
+    cl::cat(Category));
+cl::opt<std::string> DocsURL(
+    "docs-url",
+    cl::desc("--format=html: link the checks' pages at <url><check>.md "
+             "instead of bundling them"),
+    cl::value_desc("url"), cl::cat(Category));
 OutputFormat Format = OutputFormat::Text;
 
 cl::opt<bool> Fix("fix",
@@ -227,8 +235,9 @@ std::string resourceDir(const char *Argv0) {
   return TORCH_TIDY_CLANG_RESOURCE_DIR;
 }
 
-AuditOptions auditOptions(const char *Argv0) {
+AuditOptions auditOptions(const char *Argv0, RunFigures &Figures) {
   AuditOptions A;
+  A.Stats = &Figures.Audit.emplace();
   A.CacheDir = normalizePath(CacheDir.empty() ? BuildPath + "/.torch-tidy-cache"
                                               : CacheDir);
   A.UsePCH = !NoPCH;
@@ -241,7 +250,7 @@ AuditOptions auditOptions(const char *Argv0) {
   return A;
 }
 
-void printReport(const Report &R) {
+void printReport(const Report &R, const HtmlOptions &Html) {
   switch (Format) {
   case OutputFormat::Text:
     printText(R, outs());
@@ -251,6 +260,9 @@ void printReport(const Report &R) {
     break;
   case OutputFormat::SARIF:
     printSARIF(R, outs());
+    break;
+  case OutputFormat::HTML:
+    printHTML(R, Html, outs());
     break;
   }
   outs().flush();
@@ -285,9 +297,15 @@ int run(int Argc, const char **Argv) {
     Format = OutputFormat::JSON;
   } else if (FormatName == "sarif") {
     Format = OutputFormat::SARIF;
+  } else if (FormatName == "html") {
+    Format = OutputFormat::HTML;
   } else {
     printError("unknown --format '" + FormatName +
-               "' (expected text, json or sarif)");
+               "' (expected text, json, sarif or html)");
+    return ExitError;
+  }
+  if (!DocsURL.empty() && Format != OutputFormat::HTML) {
+    printError("--docs-url needs --format=html");
     return ExitError;
   }
 
@@ -431,9 +449,14 @@ int run(int Argc, const char **Argv) {
   ProgressLine Progress(TUs.size(),
                         Format == OutputFormat::Text && TUs.size() > 1);
   Options.OnStart = [&Progress](const TUJob &Job) { Progress.start(Job.File); };
+  RunFigures Figures{unsigned(TUs.size()), Jobs};
+  auto Start = std::chrono::steady_clock::now();
   std::vector<TUResult> Results =
-      Audit ? runAudit(TUs, Options, auditOptions(Argv[0]))
+      Audit ? runAudit(TUs, Options, auditOptions(Argv[0], Figures))
             : runAll(TUs, Options);
+  Figures.WallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
+          .count();
   Progress.finish();
   for (const std::string &Message : takeConfigErrors()) {
     printError(Message); // a .clang-tidy of another directory
@@ -476,7 +499,9 @@ int run(int Argc, const char **Argv) {
   // Colours only in the text format, so that JSON and SARIF stay plain.
   outs().enable_colors(Format == OutputFormat::Text &&
                        wantsColor(Color, outs()));
-  printReport(R);
+  if (Format != OutputFormat::Text)
+    addSourceDigests(R);
+  printReport(R, {findDocsDir(Argv[0]), DocsURL, Figures, ""});
 
   bool Failed = !R.ToolErrors.empty();
   if (!ExportFixes.empty()) {

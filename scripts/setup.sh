@@ -67,6 +67,22 @@ tt_build() {
     { echo "error: build failed" >&2; return 1; }
 }
 
+# Headless Chromium for the HTML report's browser test (lit feature
+# `chromium`). Optional: where it cannot be installed, that test is skipped.
+tt_install_browser() {
+  command -v chromium >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" != 0 ]; then
+    tt_log "no chromium: the HTML report's browser test will be skipped (as root: apt-get install chromium)"
+    return 0
+  fi
+  tt_log "installing chromium (the HTML report's browser test)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; } ||
+    tt_log "warning: could not install chromium; the HTML report's browser test will be skipped"
+  return 0
+}
+
 # The SARIF validator used by the driver tests (lit feature `sarif-multitool`).
 tt_install_sarif_multitool() {
   local build=$1
@@ -104,6 +120,7 @@ torch_tidy_setup() {
   (
     cd "$root" || exit 2
     tt_install_packages || exit $?
+    tt_install_browser
     if [ "$do_build" = 1 ]; then
       tt_build "$build" "$type" "$jobs" || exit $?
     fi

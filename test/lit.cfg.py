@@ -58,6 +58,16 @@ if shutil.which("script"):  # util-linux: runs a command on a terminal
     config.available_features.add("script")
 if os.path.exists(os.path.join(config.torch_tidy_obj_root, "bin", "torch-tidy-verify")):
     config.available_features.add("runtime-check")
+# Headless Chromium for the HTML report's browser test (scripts/setup.sh
+# installs Debian's `chromium`).
+chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+if chromium:
+    config.available_features.add("chromium")
+    config.substitutions.append(("%chromium", chromium))
+else:
+    lit_config.note("no chromium on PATH: the HTML report's browser test "
+                    "(ecosystem/html-report-browser.test) is skipped; "
+                    "scripts/setup.sh installs it")
 if shutil.which("pre-commit"):
     config.available_features.add("pre-commit")
 if shutil.which("cmake") and shutil.which("ninja"):

@@ -6,7 +6,9 @@ usage: check_json.py FILE [--expect LEVEL:CHECK:FILE_SUFFIX:LINE:COLUMN]...
 Every --expect must match one finding, in order, and there must be no others.
 """
 import argparse
+import hashlib
 import json
+import os
 import sys
 
 
@@ -32,8 +34,19 @@ def main():
     with open(args.file) as f:
         doc = json.load(f)
 
-    if set(doc) != {"version", "tool", "findings", "toolErrors"}:
+    if set(doc) != {"version", "tool", "findings", "toolErrors", "files"}:
         fail("top-level keys: %r" % sorted(doc))
+    # files: the SHA-256 of every file a finding, note or fix points into.
+    pointed = {f["file"] for f in doc["findings"]} | {
+        x["file"] for f in doc["findings"] for x in f["notes"] + f["fixes"]}
+    pointed.discard("")
+    if set(doc["files"]) != {p for p in pointed if os.path.isfile(p)}:
+        fail("files %r, expected %r" % (sorted(doc["files"]), sorted(pointed)))
+    for path, entry in doc["files"].items():
+        with open(path, "rb") as src:
+            digest = hashlib.sha256(src.read()).hexdigest()
+        if entry != {"sha256": digest}:
+            fail("files[%r] is %r, the file's SHA-256 is %s" % (path, entry, digest))
     if doc["version"] != 1:
         fail("version %r" % doc["version"])
     if doc["tool"].get("name") != "torch-tidy":
