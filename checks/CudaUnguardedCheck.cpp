@@ -1,6 +1,7 @@
 //===--- CudaUnguardedCheck.cpp - torch-tidy ------------------------------===//
 
 #include "CudaUnguardedCheck.h"
+#include "analysis/ProgramModel.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "utils/TorchMatchers.h"
 #include "clang/AST/ExprCXX.h"
@@ -35,10 +36,25 @@ void CudaUnguardedCheck::registerMatchers(MatchFinder *Finder) {
 
 void CudaUnguardedCheck::check(const MatchFinder::MatchResult &Result) {
   ASTContext &Ctx = *Result.Context;
-  CudaAvailabilityGuard Guard(Ctx, GuardOptions);
+  std::shared_ptr<ProgramModel> Program =
+      ProgramModel::get(Ctx, TorchApiOptions());
+  CudaAvailabilityGuard Guard(Ctx, GuardOptions, Program.get());
   const SourceManager &SM = Ctx.getSourceManager();
-  for (const CudaAvailabilityGuard::Finding &F :
-       Guard.findUnguardedSelections()) {
+  std::vector<CudaAvailabilityGuard::Finding> Findings =
+      Guard.findUnguardedSelections();
+  // One warning per unguarded path, at its first use; the path's other
+  // uses are its notes.
+  llvm::DenseMap<const void *, llvm::SmallVector<size_t, 4>> ByPath;
+  llvm::SmallVector<const void *, 8> Paths;
+  for (size_t I = 0; I < Findings.size(); ++I) {
+    auto &Members = ByPath[Findings[I].Root];
+    if (Members.empty())
+      Paths.push_back(Findings[I].Root);
+    Members.push_back(I);
+  }
+  for (const void *Path : Paths) {
+    llvm::ArrayRef<size_t> Members = ByPath[Path];
+    const CudaAvailabilityGuard::Finding &F = Findings[Members.front()];
     diag(F.Loc, "CUDA device selected without checking "
                 "torch::cuda::is_available(); this crashes on a machine "
                 "without a working CUDA");
@@ -49,6 +65,9 @@ void CudaUnguardedCheck::check(const MatchFinder::MatchResult &Result) {
     if (F.UnguardedCallSite)
       diag(SM.getExpansionLoc(F.UnguardedCallSite->getBeginLoc()),
            "reached from here without a check", DiagnosticIDs::Note);
+    for (size_t I : Members.drop_front())
+      diag(Findings[I].Loc, "CUDA is selected here too, on the same path",
+           DiagnosticIDs::Note);
   }
 }
 

@@ -2,6 +2,9 @@
 
 #include "Audit.h"
 
+#include "CrossTU.h"
+#include "analysis/ProgramModel.h"
+
 #include "FileDigest.h"
 #include "MemoryBudget.h"
 #include "Messages.h"
@@ -123,6 +126,8 @@ public:
     if (Audit.UsePCH)
       planPCHs();
     analyse();
+    if (Audit.CrossTU)
+      crossTranslationUnit();
     summarise();
     return std::move(Results);
   }
@@ -274,11 +279,17 @@ private:
     if (Order.empty())
       return;
 
+    Progress = std::make_unique<ETAProgress>(Order.size(), Audit.Progress);
+    runInParallel(Work);
+    Progress->finish();
+  }
+
+  /// Runs \p Work on up to -j threads, in order of the list.
+  void runInParallel(const std::vector<std::function<void()>> &Work) {
     unsigned Threads = Options.Jobs
                            ? Options.Jobs
                            : hardware_concurrency().compute_thread_count();
     Threads = std::max(1u, std::min<unsigned>(Threads, Work.size()));
-    Progress = std::make_unique<ETAProgress>(Order.size(), Audit.Progress);
     std::atomic<size_t> Next{0};
     DefaultThreadPool Pool(hardware_concurrency(Threads));
     for (unsigned T = 0; T < Threads; ++T)
@@ -287,7 +298,63 @@ private:
           Work[W]();
       });
     Pool.wait();
-    Progress->finish();
+  }
+
+  /// The second phase (CrossTU.h): the TUs that read facts of other TUs
+  /// are analysed again with the program's summaries.
+  void crossTranslationUnit() {
+    CrossTUPlan Plan = planCrossTU(Results);
+    if (!Audit.CacheDir.empty() &&
+        !writeSummaries(*Plan.Summaries, Audit.CacheDir + "/summaries.json"))
+      noteOnce("could not write the program's summaries to " +
+               Audit.CacheDir + "/summaries.json");
+    if (Plan.Rerun.empty())
+      return;
+    clang::tidy::torch::ProgramModel::setExternalSummaries(Plan.Summaries);
+    std::vector<std::function<void()>> Work;
+    for (size_t K = 0; K < Plan.Rerun.size(); ++K) {
+      size_t I = Plan.Rerun[K];
+      std::string Key;
+      if (!Plans[I].CacheKey.empty())
+        Key = Plans[I].CacheKey + "-x" + Plan.ReadDigests[K].substr(0, 32);
+      if (!Key.empty())
+        if (std::optional<TUResult> Hit = Cache.lookup(Key)) {
+          Hit->File = Jobs[I].File;
+          Hit->SummaryExport = std::move(Results[I].SummaryExport);
+          Results[I] = std::move(*Hit);
+          ++CrossReused;
+          continue;
+        }
+      Work.push_back([this, I, Key] { reanalyse(I, Key); });
+    }
+    runInParallel(Work);
+    clang::tidy::torch::ProgramModel::setExternalSummaries(nullptr);
+  }
+
+  void reanalyse(size_t I, const std::string &Key) {
+    Group *G = Plans[I].Shared;
+    bool WithPCH = G && G->Status == PCHStatus::Ready;
+    TUExtras Extras;
+    Extras.CollectDependencies = true;
+    if (WithPCH)
+      Extras.PCHPath = G->PCH->path();
+    TUResult R;
+    {
+      MemoryReservation Reserve(Budget, estimate(G, WithPCH));
+      R = runTU(Jobs[I], Options, Extras);
+      if (WithPCH && R.CompileError) {
+        Extras.PCHPath.clear();
+        R = runTU(Jobs[I], Options, Extras);
+      }
+    }
+    ++CrossAnalysed;
+    llvm::erase_if(R.Dependencies, [&](const std::string &File) {
+      return StringRef(File).starts_with(Audit.CacheDir);
+    });
+    R.SummaryExport = std::move(Results[I].SummaryExport);
+    if (Audit.UseResultCache && !Key.empty())
+      Cache.store(Key, R);
+    Results[I] = std::move(R);
   }
 
   void buildPCH(Group &G) {
@@ -315,6 +382,7 @@ private:
     Progress->start(Job.File);
     TUExtras Extras;
     Extras.CollectDependencies = true;
+    Extras.ExportSummaries = Audit.CrossTU;
     TUResult R;
     {
       MemoryReservation Reserve(Budget, estimate(G, WithPCH));
@@ -383,6 +451,12 @@ private:
                       "{4} precompiled header(s) built){5}",
                       Jobs.size(), unsigned(Reused), unsigned(Analysed),
                       unsigned(UsedPCH), unsigned(Built), Parallel));
+    if (CrossAnalysed || CrossReused)
+      printNote(formatv("audit: across translation units, {0} translation "
+                        "unit(s) analysed again with the program's summaries "
+                        "({1} from the result cache)",
+                        unsigned(CrossAnalysed + CrossReused),
+                        unsigned(CrossReused)));
   }
 
   const std::vector<TUJob> &Jobs;
@@ -400,7 +474,7 @@ private:
   std::set<std::string> Noted;
   std::string FallbackExample;
   std::atomic<unsigned> Reused{0}, Analysed{0}, UsedPCH{0}, Built{0},
-      FellBack{0};
+      FellBack{0}, CrossAnalysed{0}, CrossReused{0};
 };
 
 } // namespace

@@ -39,6 +39,8 @@ struct AuditOptions {
   std::string ToolId;
   /// Show `[i/N] ETA file` on a terminal.
   bool Progress = false;
+  /// The second, cross-TU phase (CrossTU.h).
+  bool CrossTU = true;
   /// Filled at the end when not null.
   AuditStats *Stats = nullptr;
 };

@@ -1,8 +1,11 @@
 //===--- ResultCache.cpp - torch-tidy driver ------------------------------===//
 //
 // An entry is JSON:
-//   {"version": 1, "file": ..., "enabledChecks": [...],
-//    "findings": [<Finding>...], "dependencies": [{"file", "digest"}...]}
+//   {"version": 2, "file": ..., "enabledChecks": [...],
+//    "findings": [<Finding>...], "dependencies": [{"file", "digest"}...],
+//    "summaryExport": {...}}
+// where summaryExport, when present, is what the TU exported for the
+// cross-TU phase (checks/analysis/ExternalSummaries.h).
 // Findings are toJSON(Finding) plus what the text format needs to print them
 // exactly as a fresh run does: byte offsets, highlighted ranges, the source
 // lines, and whether a warning was promoted to an error.
@@ -22,7 +25,7 @@ using namespace llvm;
 namespace torchtidy {
 namespace {
 
-constexpr int EntryVersion = 1;
+constexpr int EntryVersion = 2;
 
 json::Array rangesToJSON(const std::vector<ByteRange> &Ranges) {
   json::Array Out;
@@ -163,6 +166,9 @@ std::optional<TUResult> ResultCache::lookup(StringRef Key) {
       return std::nullopt;
     Result.EnabledChecks.push_back(Check->str());
   }
+  if (const json::Object *Export = Entry->getObject("summaryExport"))
+    Result.SummaryExport =
+        formatv("{0}", json::Value(json::Object(*Export))).str();
   return Result;
 }
 
@@ -185,6 +191,14 @@ void ResultCache::store(StringRef Key, const TUResult &Result) {
                      {"enabledChecks", json::Array(Result.EnabledChecks)},
                      {"findings", std::move(Findings)},
                      {"dependencies", std::move(Dependencies)}};
+  if (!Result.SummaryExport.empty()) {
+    Expected<json::Value> Export = json::parse(Result.SummaryExport);
+    if (!Export) {
+      consumeError(Export.takeError());
+      return;
+    }
+    Entry["summaryExport"] = std::move(*Export);
+  }
   if (sys::fs::create_directories(Dir))
     return; // the cache is an optimisation: a read-only one just misses
   // Atomic (a temporary file renamed), so that a concurrent run never reads

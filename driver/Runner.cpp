@@ -17,6 +17,7 @@
 
 #include "FileDigest.h"
 #include "Messages.h"
+#include "SummaryExporter.h"
 #include "analysis/TensorFlowAnalysis.h"
 #include "clang-tidy/ClangTidy.h"
 #include "clang-tidy/ClangTidyModule.h"
@@ -81,10 +82,13 @@ public:
   }
 
   std::unique_ptr<FrontendAction> create() override {
-    return std::make_unique<Action>(ConsumerFactory, Dependencies);
+    return std::make_unique<Action>(
+        ConsumerFactory, Dependencies,
+        Extras.ExportSummaries ? &SummaryExport : nullptr);
   }
 
   std::shared_ptr<AllDependencies> Dependencies;
+  std::string SummaryExport;
 
   bool runInvocation(std::shared_ptr<CompilerInvocation> Invocation,
                      FileManager *Files,
@@ -108,8 +112,10 @@ private:
   class Action : public ASTFrontendAction {
   public:
     Action(ClangTidyASTConsumerFactory &Factory,
-           std::shared_ptr<AllDependencies> Dependencies)
-        : Factory(Factory), Dependencies(std::move(Dependencies)) {}
+           std::shared_ptr<AllDependencies> Dependencies,
+           std::string *SummaryExport)
+        : Factory(Factory), Dependencies(std::move(Dependencies)),
+          SummaryExport(SummaryExport) {}
     bool BeginInvocation(CompilerInstance &CI) override {
       if (Dependencies)
         CI.addDependencyCollector(Dependencies);
@@ -117,12 +123,16 @@ private:
     }
     std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &CI,
                                                    StringRef File) override {
-      return Factory.createASTConsumer(CI, File);
+      std::unique_ptr<ASTConsumer> Tidy = Factory.createASTConsumer(CI, File);
+      if (!SummaryExport)
+        return Tidy;
+      return exportingConsumer(std::move(Tidy), *SummaryExport);
     }
 
   private:
     ClangTidyASTConsumerFactory &Factory;
     std::shared_ptr<AllDependencies> Dependencies;
+    std::string *SummaryExport;
   };
 
   ClangTidyASTConsumerFactory ConsumerFactory;
@@ -230,6 +240,7 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
       Result.Dependencies.push_back(
           dependencyPath(Name, Job.Commands.front().Directory));
 
+  Result.SummaryExport = std::move(Factory.SummaryExport);
   SourceCache Sources;
   for (const ClangTidyError &E : Result.Errors) {
     Result.Findings.push_back(toFinding(E, Sources));

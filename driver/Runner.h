@@ -50,6 +50,9 @@ struct TUResult {
   std::string ToolError;
   /// Every file the TU read, absolute (with TUExtras::CollectDependencies).
   std::vector<std::string> Dependencies;
+  /// What the TU exports for the cross-TU phase (TUExtras::ExportSummaries),
+  /// as JSON text; empty when not asked for.
+  std::string SummaryExport;
 };
 
 /// What --audit adds to a TU's run (driver/Audit.cpp).
@@ -58,6 +61,8 @@ struct TUExtras {
   std::string PCHPath;
   /// Fill TUResult::Dependencies, system headers included.
   bool CollectDependencies = false;
+  /// Fill TUResult::SummaryExport.
+  bool ExportSummaries = false;
 };
 
 /// Analyses one job on the calling thread.

@@ -15,6 +15,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Audit.h"
+#include "analysis/ExternalSummaries.h"
+#include "analysis/ProgramModel.h"
 #include "CompileDb.h"
 #include "Config.h"
 #include "Explain.h"
@@ -155,6 +157,16 @@ cl::opt<unsigned> AuditMemory(
     cl::desc("--audit: MiB that the parses may use at once (default: 80% of "
              "the available memory)"),
     cl::value_desc("MiB"), cl::init(0), cl::cat(Category));
+cl::opt<bool> NoCrossTU(
+    "no-cross-tu",
+    cl::desc("--audit: no second phase with the program's summaries"),
+    cl::cat(Category));
+cl::opt<std::string> SummariesPath(
+    "summaries",
+    cl::desc("Use the summaries of functions defined in other files that an "
+             "earlier --audit wrote (its cache directory, or a "
+             "summaries.json)"),
+    cl::value_desc("file or dir"), cl::cat(Category));
 cl::opt<std::string>
     ShardSpec("shard",
               cl::desc("Analyse only part i of N of the TUs, e.g. --shard=2/4 "
@@ -247,6 +259,7 @@ AuditOptions auditOptions(const char *Argv0, RunFigures &Figures) {
   A.MemoryBudget = uint64_t(AuditMemory) << 20;
   A.ToolId = toolIdentity(Argv0);
   A.Progress = Format == OutputFormat::Text;
+  A.CrossTU = !NoCrossTU;
   return A;
 }
 
@@ -367,10 +380,23 @@ int run(int Argc, const char **Argv) {
       return ExitError;
     }
     AllFiles = true;
-  } else if (NoPCH || NoResultCache || !CacheDir.empty() || AuditMemory) {
-    printError("--no-pch, --no-result-cache, --cache-dir and --audit-memory "
-               "need --audit");
+    if (!SummariesPath.empty()) {
+      printError("--summaries is for a plain run; --audit computes them");
+      return ExitError;
+    }
+  } else if (NoPCH || NoResultCache || !CacheDir.empty() || AuditMemory ||
+             NoCrossTU) {
+    printError("--no-pch, --no-result-cache, --cache-dir, --audit-memory and "
+               "--no-cross-tu need --audit");
     return ExitError;
+  }
+  if (!SummariesPath.empty()) {
+    auto Loaded = clang::tidy::torch::ExternalSummaries::load(SummariesPath);
+    if (!Loaded) {
+      printError("--summaries: " + toString(Loaded.takeError()));
+      return ExitError;
+    }
+    clang::tidy::torch::ProgramModel::setExternalSummaries(std::move(*Loaded));
   }
   Shard Part;
   if (!ShardSpec.empty())

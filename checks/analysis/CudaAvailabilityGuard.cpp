@@ -367,14 +367,32 @@ CudaAvailabilityGuard::Impl::findUnguardedSelections() {
     F.Loc = Loc;
     F.NonDominatingGuard = nonDominatingGuard(*R);
     F.UnguardedCallSite = R->FirstUnguardedSite;
+    F.Root = R->Key.Body;
     Out.push_back(F);
   }
   return Out;
 }
 
 CudaAvailabilityGuard::CudaAvailabilityGuard(ASTContext &Ctx,
-                                             CudaGuardOptions Opts)
-    : P(std::make_unique<Impl>(Ctx, std::move(Opts))) {}
+                                             CudaGuardOptions Opts,
+                                             ProgramModel *Program)
+    : P(std::make_unique<Impl>(Ctx, std::move(Opts))) {
+  P->Program = Program;
+}
+
+bool CudaAvailabilityGuard::isGuardedCall(const Expr &Call,
+                                          const FunctionDecl &Caller) {
+  const FunctionDecl *Definition = nullptr;
+  if (!Caller.hasBody(Definition) || !Definition)
+    return false;
+  cuda_guard::RootKey K{cuda_guard::RootKind::Function, Definition, nullptr,
+                        Definition->getBody()};
+  Impl::RootInfo *R = nullptr;
+  std::optional<bool> Reach = P->reachableWithoutCuda(Call, K, R);
+  if (!Reach || !R)
+    return false;
+  return !*Reach || P->entryGuarded(*R);
+}
 
 CudaAvailabilityGuard::~CudaAvailabilityGuard() = default;
 

@@ -84,9 +84,14 @@ bool isTensorCpuCall(const Expr &E);
 /// each with the code that contains it; it never builds the TU-wide parent
 /// map. CFGs are built only for the functions it has to look at, and cached.
 /// The object must not outlive the ASTContext.
+class ProgramModel;
+
 class CudaAvailabilityGuard {
 public:
-  CudaAvailabilityGuard(ASTContext &Ctx, CudaGuardOptions Opts);
+  /// With \p Program, a function that the whole program (an earlier audit)
+  /// only calls where CUDA is available has a guarded entry.
+  CudaAvailabilityGuard(ASTContext &Ctx, CudaGuardOptions Opts,
+                        ProgramModel *Program = nullptr);
   ~CudaAvailabilityGuard();
   CudaAvailabilityGuard(const CudaAvailabilityGuard &) = delete;
   CudaAvailabilityGuard &operator=(const CudaAvailabilityGuard &) = delete;
@@ -104,11 +109,19 @@ public:
     /// by where it is constructed, a lambda by where it is called), the first
     /// such place that is not guarded; null otherwise.
     const Expr *UnguardedCallSite = nullptr;
+    /// The code whose entry the unguarded path starts at (a function, a
+    /// lambda, an initialiser): findings with one root are one path.
+    const void *Root = nullptr;
   };
 
   /// Every CUDA selection in user code that can run on a machine without
   /// CUDA and has no CPU fallback, in traversal order, one per location.
   std::vector<Finding> findUnguardedSelections();
+
+  /// Whether \p Call, in the body of \p Caller, runs only where CUDA is
+  /// available: it cannot be reached without CUDA from the caller's entry,
+  /// or that entry is guarded.
+  bool isGuardedCall(const Expr &Call, const FunctionDecl &Caller);
 
   /// The value that \p E (a condition or scalar) has when CUDA is not
   /// available, where it is known without flow information; for unit tests.

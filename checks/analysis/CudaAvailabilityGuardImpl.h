@@ -62,6 +62,7 @@ struct CudaAvailabilityGuard::Impl {
 
   ASTContext &Ctx;
   CudaGuardOptions Opts;
+  ProgramModel *Program = nullptr;
   std::vector<std::string> GuardNames;
   llvm::DenseMap<const Stmt *, std::unique_ptr<RootInfo>> Roots;
   llvm::DenseMap<const Stmt *, std::unique_ptr<ParentMap>> ParentMaps;

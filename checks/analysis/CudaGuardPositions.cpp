@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaAvailabilityGuardImpl.h"
+#include "ProgramModel.h"
 #include "CudaDeviceLiterals.h"
 #include "clang/Basic/SourceManager.h"
 #include "llvm/ADT/SmallVector.h"
@@ -114,6 +115,11 @@ bool CudaAvailabilityGuard::Impl::computeEntryGuarded(RootInfo &R) {
       return true;
     if (FD->isMain())
       return false;
+    // Every call in the program, as an earlier audit saw them.
+    if (Program)
+      if (std::optional<EntryContext> E = Program->entryContext(*FD);
+          E && E->CudaGuarded)
+        return true;
     llvm::SmallVector<Site, 8> Sites(refsTo(FD).begin(), refsTo(FD).end());
     if (const auto *Ctor = dyn_cast<CXXConstructorDecl>(FD)) {
       // make_shared<Net>() and TORCH_MODULE holders construct inside the

@@ -17,6 +17,7 @@
 
 #include "FunctionSummary.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 #include <memory>
@@ -54,6 +55,13 @@ public:
   /// Adds the functions and entries of \p Document; a function already
   /// present keeps its first summary.
   llvm::Error merge(const llvm::json::Object &Document);
+  /// Adds one TU's export (exportTranslationUnit): its functions, and its
+  /// calls for the entry contexts that finishEntries() computes.
+  llvm::Error addExport(const llvm::json::Object &Export);
+  /// The entry contexts of every function called somewhere: guarded when
+  /// each call is guarded where it is made or sits in a function whose own
+  /// entry is (a greatest fixpoint over the whole program's calls).
+  void finishEntries();
 
   /// The summary of \p F (declared, not defined, in \p Program's TU).
   std::optional<FunctionSummary> lookup(const FunctionDecl &F,
@@ -66,15 +74,27 @@ public:
   bool empty() const { return Functions.empty() && Entries.empty(); }
   size_t size() const { return Functions.size(); }
   bool contains(llvm::StringRef USR) const { return Functions.count(USR); }
+  bool hasEntry(llvm::StringRef USR) const { return Entries.count(USR); }
   /// A digest of the summaries of \p USRs, for cache keys.
   std::string digestOf(llvm::ArrayRef<std::string> USRs) const;
 
   void setEntry(llvm::StringRef USR, EntryContext E) { Entries[USR] = E; }
 
 private:
+  struct Call {
+    std::string Callee, Caller;
+    bool CudaGuarded = false, GradDisabled = false;
+  };
   llvm::StringMap<llvm::json::Object> Functions;
   llvm::StringMap<EntryContext> Entries;
+  std::vector<Call> Calls;
+  llvm::StringSet<> AddressTaken;
 };
+
+/// \p S as exported for \p F.
+llvm::json::Object serializeSummary(const FunctionDecl &F,
+                                    const FunctionSummary &S,
+                                    const SourceManager &SM);
 
 /// The USR of \p D ("" when clang gives none).
 std::string usrOf(const Decl &D);

@@ -404,6 +404,37 @@ bool ProgramModel::callsClassUnderConstruction(const CallExpr &Call) const {
          isBuilding(Method->getParent());
 }
 
+namespace {
+/// The named declarations of the user code, by USR.
+class USRIndexer : public RecursiveASTVisitor<USRIndexer> {
+public:
+  explicit USRIndexer(llvm::StringMap<const NamedDecl *> &Out) : Out(Out) {}
+  bool VisitNamedDecl(NamedDecl *D) {
+    if (isa<FieldDecl, FunctionDecl, VarDecl>(D)) {
+      std::string USR = usrOf(*D);
+      if (!USR.empty())
+        Out.try_emplace(USR, D);
+    }
+    return true;
+  }
+
+private:
+  llvm::StringMap<const NamedDecl *> &Out;
+};
+} // namespace
+
+const NamedDecl *ProgramModel::declarationOf(llvm::StringRef USR) {
+  if (USR.empty())
+    return nullptr;
+  if (!DeclarationsByUSR) {
+    DeclarationsByUSR.emplace();
+    USRIndexer Indexer(*DeclarationsByUSR);
+    for (Decl *D : UserCodeTraversal::userDeclarations(Ctx))
+      Indexer.TraverseDecl(D);
+  }
+  return DeclarationsByUSR->lookup(USR);
+}
+
 //===--- Paths ------------------------------------------------------------===//
 
 const CallStep *ProgramModel::step(SourceLocation Call, llvm::StringRef Callee,

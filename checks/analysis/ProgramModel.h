@@ -117,6 +117,10 @@ public:
   std::unique_ptr<TensorFlowAnalysis> analyse(const FunctionDecl &Function,
                                               const TensorState *Entry);
 
+  /// The user-code declaration with USR \p USR (a member, a function, a
+  /// variable), or null.
+  const NamedDecl *declarationOf(llvm::StringRef USR);
+
   //===--- Paths of notes --------------------------------------------------===//
 
   /// An interned step; equal steps are the same pointer.
@@ -151,6 +155,7 @@ private:
   llvm::DenseMap<const CXXRecordDecl *, std::unique_ptr<ClassState>> Classes;
   /// The classes whose state is being computed, innermost last.
   llvm::SmallVector<const CXXRecordDecl *, 2> Building;
+  std::optional<llvm::StringMap<const NamedDecl *>> DeclarationsByUSR;
   bool ForeignWritesFound = false;
   llvm::DenseSet<const FieldDecl *> ForeignWrites;
 

@@ -56,7 +56,7 @@ torch::Tensor device_strings(const torch::Tensor &x) {
   // CHECK-MESSAGES: :[[@LINE-1]]:21: warning: CUDA device selected without checking
   (void)dev;
   return x.to("cuda");
-  // CHECK-MESSAGES: :[[@LINE-1]]:15: warning: CUDA device selected without checking
+  // CHECK-MESSAGES: :[[@LINE-1]]:15: note: CUDA is selected here too, on the same path
 }
 
 void enumerator_and_using(torch::Tensor &x) {
@@ -64,7 +64,7 @@ void enumerator_and_using(torch::Tensor &x) {
   x = x.to(kCUDA);
   // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: CUDA device selected without checking
   torch::Device d = torch::Device(torch::DeviceType::CUDA);
-  // CHECK-MESSAGES: :[[@LINE-1]]:35: warning: CUDA device selected without checking
+  // CHECK-MESSAGES: :[[@LINE-1]]:35: note: CUDA is selected here too, on the same path
   (void)d;
 }
 
