@@ -1,0 +1,59 @@
+// RUN: %check_torch_tidy %s torch-device-index-unchecked %t
+
+#include <torch/torch.h>
+#include <vector>
+
+// --- Containers and members ---------------------------------------------------
+
+std::vector<torch::Device> all_devices() {
+  std::vector<torch::Device> devices;
+  for (int i = 0; i < torch::cuda::device_count(); ++i)
+    devices.push_back(torch::Device(torch::kCUDA, i));
+  // The loop's comparison checks only the ordinals the loop makes.
+  devices.push_back(torch::Device(torch::kCUDA, 2));
+  // CHECK-MESSAGES: :[[@LINE-1]]:49: warning: hard-coded CUDA device ordinal 2 is never checked against torch::cuda::device_count(); CUDA_VISIBLE_DEVICES renumbers the devices a process sees, so ordinal 2 may not exist [torch-device-index-unchecked]
+  return devices;
+}
+
+class Replica {
+public:
+  Replica() : device_(torch::kCUDA, 1) {}
+  // CHECK-MESSAGES: :[[@LINE-1]]:37: warning: hard-coded CUDA device ordinal 1 is never checked
+  torch::Device device() const { return device_; }
+
+private:
+  torch::Device device_;
+};
+
+// --- Guards ---------------------------------------------------------------------
+
+torch::Device pick(int i) {
+  torch::Device device(torch::kCPU);
+  if (i < torch::cuda::device_count())
+    device = torch::Device(torch::kCUDA, i);
+  return device;
+}
+
+void inside_the_guarded_if(std::vector<torch::Device> &devices) {
+  if (devices.size() < torch::cuda::device_count())
+    devices.push_back(torch::Device(torch::kCUDA, 3));
+}
+
+void early_exit(int wanted) {
+  if (wanted >= torch::cuda::device_count())
+    return;
+  torch::Device second(torch::kCUDA, 1);
+}
+
+void constant_bound_guards_the_function() {
+  if (torch::cuda::device_count() > 2) {
+  }
+  torch::Device third(torch::kCUDA, 2);
+}
+
+void guarded_caller_helper() { torch::Device d("cuda:1"); }
+
+void guarded_caller(int n) {
+  for (int i = 0; i < torch::cuda::device_count(); ++i)
+    guarded_caller_helper();
+}
