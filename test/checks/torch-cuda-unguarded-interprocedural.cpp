@@ -19,7 +19,7 @@ class Trainer {
 public:
   Trainer() : device_(torch::kCUDA) {}
   // CHECK-MESSAGES: :[[@LINE-1]]:23: warning: CUDA device selected without checking
-  // CHECK-MESSAGES: :[[@LINE+24]]:11: note: reached from here without a check
+  // CHECK-MESSAGES: :[[@LINE+23]]:11: note: reached from here without a check
   torch::Device device() const { return device_; }
 
 private:
