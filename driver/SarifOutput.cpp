@@ -5,7 +5,8 @@
 //    with a shortDescription and a helpUri to docs/checks/<check>.md.
 //  - results: ruleId (+ ruleIndex when the rule is listed; compiler errors,
 //    clang-diagnostic-*, have no rule), level, message, one physicalLocation;
-//    notes become relatedLocations, fix-its become fixes.
+//    notes become relatedLocations (and, when they cross into another file,
+//    a codeFlow too), fix-its become fixes.
 //  - files under BaseDir get URIs relative to the %SRCROOT% base id, others
 //    absolute file:// URIs. Regions use clang's 1-based line and (byte) column.
 //  - invocations[0] says whether every file was analysed, with a
@@ -188,6 +189,29 @@ private:
     }
     if (!Related.empty())
       Res["relatedLocations"] = std::move(Related);
+    // A finding whose notes cross into another file walks a path (a fact
+    // returned by a helper, a requirement of a callee): the warning, then
+    // its notes in order, as one thread flow.
+    if (llvm::any_of(F.Notes,
+                     [&](const Note &N) { return N.Loc.File != F.Loc.File; }) &&
+        !F.Loc.File.empty()) {
+      json::Array Steps;
+      Steps.push_back(json::Object{
+          {"location", json::Object{{"physicalLocation", physical(F.Loc)},
+                                    {"message",
+                                     json::Object{{"text", F.Message}}}}}});
+      for (const Note &N : F.Notes) {
+        if (N.Loc.File.empty())
+          continue;
+        Steps.push_back(json::Object{
+            {"location",
+             json::Object{{"physicalLocation", physical(N.Loc)},
+                          {"message", json::Object{{"text", N.Message}}}}}});
+      }
+      Res["codeFlows"] = json::Array{json::Object{
+          {"threadFlows",
+           json::Array{json::Object{{"locations", std::move(Steps)}}}}}};
+    }
     if (!F.Fixes.empty())
       Res["fixes"] = json::Array{fix(F)};
     return Res;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "analysis/ProgramModel.h"
 #include "analysis/TensorFlowAnalysis.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Frontend/ASTUnit.h"
@@ -50,8 +51,10 @@ Probe analyse(const std::string &Body, unsigned VisitsPerBlock =
     return Result;
   const auto *F = Matches[0].getNodeAs<FunctionDecl>("f");
   TorchApiOptions Opts;
-  auto Analysis =
-      TensorFlowAnalysis::run(*F, *F->getBody(), Ctx, Opts, VisitsPerBlock);
+  // Calls of the snippet's other functions go through their summaries.
+  std::shared_ptr<ProgramModel> Program = ProgramModel::get(Ctx, Opts);
+  auto Analysis = TensorFlowAnalysis::run(*F, *F->getBody(), Ctx, Opts,
+                                          VisitsPerBlock, Program.get());
   if (!Analysis)
     return Result;
   Result.Converged = Analysis->converged();

@@ -1,0 +1,273 @@
+//===--- FunctionSummaryTest.cpp - torch-tidy unit tests ------------------===//
+//
+// Given a TU (on the mock LibTorch headers), what is the summary of `f`, the
+// state of a class, and does a summary survive its JSON form?
+//
+//===----------------------------------------------------------------------===//
+
+#include "analysis/ExternalSummaries.h"
+#include "analysis/ProgramModel.h"
+#include "clang/ASTMatchers/ASTMatchFinder.h"
+#include "clang/Frontend/ASTUnit.h"
+#include "clang/Tooling/Tooling.h"
+#include "gtest/gtest.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <map>
+
+using namespace clang;
+using namespace clang::ast_matchers;
+using namespace clang::tidy::torch;
+
+namespace {
+
+const char *const Prelude =
+    "#include <torch/torch.h>\n"
+    "#include <vector>\n"
+    "struct NetImpl : torch::nn::Module {\n"
+    "  torch::Tensor forward(torch::Tensor x);\n"
+    "};\n"
+    "TORCH_MODULE(Net);\n";
+
+/// A parsed TU and its model.
+struct Program {
+  std::unique_ptr<ASTUnit> AST;
+  std::shared_ptr<ProgramModel> Model;
+
+  explicit Program(const std::string &Code) {
+    AST = tooling::buildASTFromCodeWithArgs(
+        Prelude + Code,
+        {"-std=c++17", "-isystem", TORCH_TIDY_TEST_INPUTS,
+         "-resource-dir=" TORCH_TIDY_CLANG_RESOURCE_DIR},
+        "input.cpp");
+    if (AST)
+      Model = ProgramModel::get(AST->getASTContext(), TorchApiOptions());
+  }
+
+  const FunctionDecl *function(const std::string &Name) {
+    auto Matches = match(
+        functionDecl(hasName(Name), isDefinition()).bind("f"),
+        AST->getASTContext());
+    return Matches.empty() ? nullptr
+                           : Matches[0].getNodeAs<FunctionDecl>("f");
+  }
+
+  const FunctionSummary *summary(const std::string &Name) {
+    const FunctionDecl *F = function(Name);
+    return F ? Model->summary(*F) : nullptr;
+  }
+};
+
+std::string holderName(const DeviceValue &V) {
+  return V.isSymbolic() ? V.holder()->getNameAsString() : "";
+}
+
+TEST(FunctionSummary, ReturnsAPageableCPUTensor) {
+  Program P("torch::Tensor f() {\n"
+            "  std::vector<float> buffer(16);\n"
+            "  return torch::from_blob(buffer.data(), {16}).clone();\n"
+            "}\n");
+  const FunctionSummary *S = P.summary("f");
+  ASSERT_TRUE(S);
+  EXPECT_TRUE(S->Return.Device.Value.isCPU());
+  EXPECT_EQ(S->Return.Pin.Value, Pinning::Pageable);
+  EXPECT_EQ(S->Return.Graph.Value, GraphState::NoGraph);
+  EXPECT_TRUE(S->Return.Device.Origin.isValid());
+}
+
+TEST(FunctionSummary, ReturnsItsArgumentMovedToItsDevice) {
+  Program P("torch::Tensor f(torch::Tensor t, torch::Device device) {\n"
+            "  return t.to(device);\n"
+            "}\n");
+  const FunctionSummary *S = P.summary("f");
+  ASSERT_TRUE(S);
+  EXPECT_EQ(holderName(S->Return.Device.Value), "device");
+  // Pinning and graph are the argument's.
+  ASSERT_TRUE(S->Return.Graph.Param);
+  EXPECT_EQ(S->Return.Graph.Param->getName(), "t");
+}
+
+TEST(FunctionSummary, ReturnsAModuleOnItsDeviceParameter) {
+  Program P("Net f(torch::Device device) {\n"
+            "  Net model;\n"
+            "  model->to(device);\n"
+            "  return model;\n"
+            "}\n");
+  const FunctionSummary *S = P.summary("f");
+  ASSERT_TRUE(S);
+  EXPECT_EQ(holderName(S->Return.Device.Value), "device");
+}
+
+TEST(FunctionSummary, EffectsOnAModuleAndAReference) {
+  Program P("void f(Net &net, torch::Tensor &t, torch::Device d) {\n"
+            "  net->to(d);\n"
+            "  t = t.cuda();\n"
+            "}\n");
+  const FunctionSummary *S = P.summary("f");
+  ASSERT_TRUE(S);
+  ASSERT_EQ(S->Effects.size(), 2u);
+  EXPECT_EQ(S->Effects[0].Param->getName(), "net");
+  EXPECT_EQ(holderName(S->Effects[0].Exit.Device.Value), "d");
+  EXPECT_EQ(S->Effects[1].Param->getName(), "t");
+  EXPECT_TRUE(S->Effects[1].Exit.Device.Value.isCUDA());
+}
+
+TEST(FunctionSummary, RequirementsOnParameters) {
+  Program P("torch::Tensor f(Net &model, const torch::Tensor &scene,\n"
+            "                const torch::Tensor &background) {\n"
+            "  return model->forward(scene) + background;\n"
+            "}\n"
+            "torch::Tensor g(const torch::Tensor &t, torch::Device d) {\n"
+            "  return t.to(d, /*non_blocking=*/true);\n"
+            "}\n"
+            "void h(Net &model, const torch::Tensor &x) { f(model, x, x); }\n");
+  const FunctionSummary *F = P.summary("f");
+  ASSERT_TRUE(F);
+  bool SawModuleCall = false, SawPlus = false;
+  for (const Requirement &R : F->Requirements) {
+    ASSERT_EQ(R.Kind, Requirement::SameDevice);
+    SawModuleCall |= R.IsModuleCall && R.First.Device.Param &&
+                     R.First.Device.Param->getName() == "model";
+    SawPlus |= R.What == "operator '+'" && R.Second.Device.Param &&
+               R.Second.Device.Param->getName() == "background";
+  }
+  EXPECT_TRUE(SawModuleCall);
+  EXPECT_TRUE(SawPlus);
+
+  const FunctionSummary *G = P.summary("g");
+  ASSERT_TRUE(G);
+  ASSERT_EQ(G->Requirements.size(), 1u);
+  EXPECT_EQ(G->Requirements[0].Kind, Requirement::PinnedSource);
+  EXPECT_EQ(G->Requirements[0].Source->getName(), "t");
+
+  // h passes its own parameters on: the requirements become h's, with the
+  // call on their path.
+  const FunctionSummary *H = P.summary("h");
+  ASSERT_TRUE(H);
+  ASSERT_FALSE(H->Requirements.empty());
+  EXPECT_TRUE(H->Requirements[0].Via);
+}
+
+TEST(FunctionSummary, UnknownWhenNothingIsProven) {
+  Program P("torch::Tensor f(int n) {\n"
+            "  if (n == 0) return torch::zeros({2});\n"
+            "  return f(n - 1);\n"
+            "}\n"
+            "torch::Tensor declared();\n"
+            "struct Source { virtual torch::Tensor get() { return torch::zeros({2}); } };\n"
+            "void use(Source &s) { s.get(); declared(); }\n");
+  EXPECT_EQ(P.summary("f"), nullptr); // recursive
+  const FunctionDecl *Declared = nullptr;
+  for (const Decl *D : P.AST->getASTContext().getTranslationUnitDecl()->decls())
+    if (const auto *FD = dyn_cast<FunctionDecl>(D))
+      if (FD->getName() == "declared")
+        Declared = FD;
+  ASSERT_TRUE(Declared);
+  EXPECT_EQ(P.Model->summary(*Declared), nullptr);
+  // The virtual call has no summary; the method itself does.
+  auto Calls = match(
+      cxxMemberCallExpr(callee(cxxMethodDecl(hasName("get")))).bind("c"),
+      P.AST->getASTContext());
+  ASSERT_EQ(Calls.size(), 1u);
+  EXPECT_EQ(P.Model->summaryForCall(*Calls[0].getNodeAs<CallExpr>("c")),
+            nullptr);
+}
+
+TEST(FunctionSummary, TrainingFlags) {
+  Program P("void step(torch::Tensor loss, torch::optim::SGD &opt) {\n"
+            "  loss.backward();\n"
+            "  opt.step();\n"
+            "}\n"
+            "void f(torch::Tensor loss, torch::optim::SGD &opt) { step(loss, opt); }\n"
+            "void g() { torch::cuda::synchronize(); }\n");
+  const FunctionSummary *F = P.summary("f");
+  ASSERT_TRUE(F);
+  EXPECT_TRUE(F->Backward.isValid());
+  EXPECT_TRUE(F->Step.isValid());
+  const FunctionSummary *G = P.summary("g");
+  ASSERT_TRUE(G);
+  EXPECT_TRUE(G->MaySynchronize);
+  EXPECT_FALSE(G->Backward.isValid());
+}
+
+TEST(ClassState, WhatEveryConstructorEstablishes) {
+  Program P("class Trainer {\n"
+            "public:\n"
+            "  Trainer() : device_(torch::kCUDA) { model_->to(device_); }\n"
+            "  explicit Trainer(int) : device_(torch::kCUDA) { model_->to(device_); }\n"
+            "  void fit();\n"
+            "private:\n"
+            "  Net model_;\n"
+            "  torch::Device device_;\n"
+            "  torch::Tensor buffer_;\n"
+            "};\n"
+            "void Trainer::fit() {}\n"
+            "class Moved {\n"
+            "public:\n"
+            "  Moved() : x_(torch::zeros({2})) {}\n"
+            "  void upload() { x_ = x_.cuda(); }\n"
+            "private:\n"
+            "  torch::Tensor x_;\n"
+            "};\n");
+  ASSERT_TRUE(P.AST);
+  auto Classes = match(cxxRecordDecl(isDefinition(),
+                                     hasAnyName("Trainer", "Moved"))
+                           .bind("c"),
+                       P.AST->getASTContext());
+  ASSERT_EQ(Classes.size(), 2u);
+  for (const auto &M : Classes) {
+    const auto *RD = M.getNodeAs<CXXRecordDecl>("c");
+    const ClassState &S = P.Model->classState(*RD);
+    if (RD->getName() == "Trainer") {
+      std::map<std::string, ValueFacts> ByName;
+      for (const auto &[Field, Facts] : S.Members)
+        ByName[Field->getNameAsString()] = Facts;
+      EXPECT_TRUE(ByName["model_"].Device.Value.isCUDA());
+      EXPECT_TRUE(ByName["device_"].Device.Value.isCUDA());
+      EXPECT_EQ(ByName.count("buffer_"), 0u); // never set: unknown
+    } else {
+      // upload() moves x_ in a way the constructor does not: its device is
+      // unknown (what both agree on, no graph, stays).
+      for (const auto &[Field, Facts] : S.Members)
+        EXPECT_FALSE(Facts.Device.Value.isKnown());
+    }
+  }
+}
+
+TEST(SummaryJson, RoundTrip) {
+  Program P("torch::Tensor f(Net &model, const torch::Tensor &x,\n"
+            "                torch::Device device) {\n"
+            "  model->to(device);\n"
+            "  auto y = model->forward(x);\n"
+            "  return torch::zeros({2});\n"
+            "}\n");
+  const FunctionDecl *F = P.function("f");
+  ASSERT_TRUE(F);
+  const FunctionSummary *S = P.Model->summary(*F);
+  ASSERT_TRUE(S);
+  llvm::json::Object Functions;
+  Functions[usrOf(*F)] =
+      serializeSummary(*F, *S, P.AST->getASTContext().getSourceManager());
+  llvm::json::Object Document{{"version", SummaryFormatVersion},
+                              {"functions", std::move(Functions)}};
+  std::string Text = llvm::formatv("{0}", llvm::json::Value(std::move(Document)));
+  auto Parsed = ExternalSummaries::parse(Text);
+  ASSERT_TRUE(bool(Parsed)) << llvm::toString(Parsed.takeError());
+  std::optional<FunctionSummary> Back = (*Parsed)->lookup(*F, *P.Model);
+  ASSERT_TRUE(Back);
+  EXPECT_TRUE(Back->Return.Device.Value.isCPU());
+  EXPECT_EQ(Back->Return.Pin.Value, Pinning::Pageable);
+  ASSERT_EQ(Back->Effects.size(), S->Effects.size());
+  ASSERT_EQ(Back->Effects.size(), 1u);
+  EXPECT_EQ(Back->Effects[0].Param, S->Effects[0].Param);
+  EXPECT_EQ(holderName(Back->Effects[0].Exit.Device.Value), "device");
+  ASSERT_EQ(Back->Requirements.size(), S->Requirements.size());
+  // The same place, read back through the file's name.
+  EXPECT_EQ(Back->Return.Device.Origin, S->Return.Device.Origin);
+
+  // Another version is refused, with the reason.
+  auto Old = ExternalSummaries::parse("{\"version\": 0}");
+  ASSERT_FALSE(bool(Old));
+  EXPECT_NE(llvm::toString(Old.takeError()).find("version"), std::string::npos);
+}
+
+} // namespace
