@@ -22,6 +22,8 @@ std::vector<std::string> parseNameList(StringRef Option) {
 llvm::ArrayRef<llvm::StringRef> emptyCacheFunctionNames() {
   static const llvm::StringRef Names[] = {
       "::c10::cuda::CUDACachingAllocator::emptyCache",
+      // 2.x: get()->emptyCache(), which the free function forwards to.
+      "::c10::cuda::CUDACachingAllocator::CUDAAllocator::emptyCache",
       "::c10::cuda::emptyCache",
       "::at::accelerator::emptyCache",
       "::at::cuda::emptyCache",
@@ -46,6 +48,7 @@ llvm::ArrayRef<llvm::StringRef> deviceCountFunctionNames() {
       "::c10::cuda::device_count_ensure_non_zero",
       "::at::cuda::getNumGPUs",
       "::at::getNumGPUs",
+      "::at::accelerator::deviceCount", // 2.7+
   };
   return Names;
 }
