@@ -18,6 +18,8 @@ import re
 import subprocess
 import sys
 
+import check_batch
+
 
 def run(args, expect_success=True):
     proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -45,6 +47,9 @@ def main():
     parser.add_argument("-check-suffix", default="")
     parser.add_argument("-no-fix", action="store_true",
                         help="report only; do not apply fix-its")
+    parser.add_argument("--batch-with", metavar="TORCH_TIDY",
+                        help="take the findings from one torch-tidy run over all "
+                        "the plain check tests of the directory (check_batch.py)")
     parser.add_argument("input_file")
     parser.add_argument("check_name")
     parser.add_argument("temp_file")
@@ -72,6 +77,18 @@ def main():
     with open(temp, "w", encoding="utf-8") as f:
         f.write(cleaned)
 
+    batch = None
+    if args.batch_with and not args.no_fix and tidy_args == ["--config={}"]:
+        batch = check_batch.batch_findings(args.batch_with, args.input_file,
+                                           args.temp_file, args.std, compiler_args)
+    if batch:
+        output, fixed = batch
+        print("------ torch-tidy output (shared run) ------\n" + output)
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(fixed)
+        check_output(args, output, temp, has_messages, has_fixes, msg_prefix, fix_prefix)
+        return
+
     cmd = [args.clang_tidy, "--load=" + args.plugin, temp,
            "--checks=-*," + args.check_name]
     if not args.no_fix:
@@ -90,7 +107,10 @@ def main():
              and not l.startswith("clang-tidy applied")]
     output = "\n".join(lines) + "\n"
     print("------ clang-tidy output ------\n" + output)
+    check_output(args, output, temp, has_messages, has_fixes, msg_prefix, fix_prefix)
 
+
+def check_output(args, output, temp, has_messages, has_fixes, msg_prefix, fix_prefix):
     if not has_messages and not has_fixes:
         if re.search(r"(warning|error):", output):
             sys.exit("no diagnostics were expected, but found the ones above")

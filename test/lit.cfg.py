@@ -2,6 +2,7 @@
 import os
 import shutil
 import sys
+import time
 
 import lit.formats
 
@@ -16,6 +17,8 @@ llvm_bin = config.llvm_tools_dir
 config.environment["PATH"] = os.pathsep.join(
     [os.path.join(config.torch_tidy_obj_root, "bin"), llvm_bin,
      config.environment.get("PATH", "")])
+# One id per lit run: what tests share within a run (test/check_batch.py).
+config.environment["TORCH_TIDY_LIT_RUN"] = "%d-%f" % (os.getpid(), time.time())
 # Keep colour and terminal-only output out of the tests.
 config.environment["TERM"] = "dumb"
 
