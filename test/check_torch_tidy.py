@@ -44,7 +44,8 @@ def main():
     parser.add_argument("--filecheck", required=True)
     parser.add_argument("--inputs", required=True)
     parser.add_argument("-std", default="c++17")
-    parser.add_argument("-check-suffix", default="")
+    parser.add_argument("-check-suffix", default="",
+                        help="comma-separated; an empty one is the plain prefix")
     parser.add_argument("-no-fix", action="store_true",
                         help="report only; do not apply fix-its")
     parser.add_argument("--batch-with", metavar="TORCH_TIDY",
@@ -66,10 +67,11 @@ def main():
 
     with open(args.input_file, encoding="utf-8") as f:
         text = f.read()
-    suffix = ("-" + args.check_suffix) if args.check_suffix else ""
-    msg_prefix, fix_prefix = "CHECK-MESSAGES" + suffix, "CHECK-FIXES" + suffix
-    has_messages = msg_prefix + ":" in text
-    has_fixes = fix_prefix + ":" in text
+    suffixes = [("-" + s) if s else "" for s in args.check_suffix.split(",")]
+    msg_prefix = ",".join("CHECK-MESSAGES" + s for s in suffixes)
+    fix_prefix = ",".join("CHECK-FIXES" + s for s in suffixes)
+    has_messages = any(p + ":" in text for p in msg_prefix.split(","))
+    has_fixes = any(p + ":" in text for p in fix_prefix.split(","))
 
     temp = args.temp_file + ".cpp"
     os.makedirs(os.path.dirname(os.path.abspath(temp)), exist_ok=True)
@@ -120,11 +122,11 @@ def check_output(args, output, temp, has_messages, has_fixes, msg_prefix, fix_pr
         with open(msg_file, "w", encoding="utf-8") as f:
             f.write(output)
         run([args.filecheck, "-input-file=" + msg_file, args.input_file,
-             "-check-prefix=" + msg_prefix,
+             "-check-prefixes=" + msg_prefix,
              "-implicit-check-not={{warning|error}}:"])
     if has_fixes:
         run([args.filecheck, "-input-file=" + temp, args.input_file,
-             "-check-prefix=" + fix_prefix, "--strict-whitespace"])
+             "-check-prefixes=" + fix_prefix, "--strict-whitespace"])
 
 
 if __name__ == "__main__":
