@@ -149,7 +149,7 @@ def main():
     for path in (plugin, driver, "/usr/bin/time"):
         if not os.path.exists(path):
             sys.exit("error: %s not found (build first; apt-get install time)" % path)
-    if not os.path.exists("/usr/include/torch/csrc/api/include/torch/torch.h"):
+    if not any(os.path.isfile(os.path.join(d, "torch", "torch.h")) for d in libtorch_flags()):
         sys.exit("error: the LibTorch headers are not installed (libtorch-dev)")
 
     work = os.path.abspath(args.keep) if args.keep else tempfile.mkdtemp(prefix="torch-tidy-audit-")

@@ -16,6 +16,7 @@
 #include "InferenceWithoutNoGradCheck.h"
 #include "LossAccumulationGraphCheck.h"
 #include "TensorToDiscardedCheck.h"
+#include "utils/KeepGoing.h"
 #include "clang-tidy/ClangTidyModule.h"
 #include "clang-tidy/ClangTidyModuleRegistry.h"
 
@@ -41,6 +42,7 @@ public:
     Factories.registerCheck<NonBlockingPageableCheck>(
         "torch-non-blocking-pageable");
     Factories.registerCheck<TensorToDiscardedCheck>("torch-tensor-to-discarded");
+    keepGoingPastFatalErrors(Factories, "torch-");
   }
 };
 

@@ -9,7 +9,11 @@
 //    system to the compile command's directory);
 //  - ClangTool's "Error while processing" lines are turned off: failures are
 //    reported through the diagnostics and TUResult;
-//  - the run result tells whether the invocation failed.
+//  - the run result tells whether the invocation failed;
+//  - fatal errors are plain errors (libclang's CXTranslationUnit_KeepGoing):
+//    after a missing header clang still reads the later #includes, so a
+//    compile database that lacks one dependency's include path still gets
+//    the torch findings.
 //
 //===----------------------------------------------------------------------===//
 
@@ -117,6 +121,7 @@ private:
         : Factory(Factory), Dependencies(std::move(Dependencies)),
           SummaryExport(SummaryExport) {}
     bool BeginInvocation(CompilerInstance &CI) override {
+      CI.getDiagnostics().setFatalsAsError(true);
       if (Dependencies)
         CI.addDependencyCollector(Dependencies);
       return true;
@@ -137,6 +142,50 @@ private:
 
   ClangTidyASTConsumerFactory ConsumerFactory;
   const TUExtras &Extras;
+};
+
+/// clang-tidy's consumer, which also keeps the first compiler error as clang
+/// emitted it (clang-tidy sorts its errors by file and offset).
+class RecordingDiagnosticConsumer : public ClangTidyDiagnosticConsumer {
+public:
+  RecordingDiagnosticConsumer(ClangTidyContext &Context,
+                              const DiagnosticsEngine &CheckDiagnostics)
+      : ClangTidyDiagnosticConsumer(Context, nullptr,
+                                    /*RemoveIncompatibleErrors=*/true,
+                                    /*GetFixesFromNotes=*/false),
+        CheckDiagnostics(CheckDiagnostics) {}
+
+  void HandleDiagnostic(DiagnosticsEngine::Level Level,
+                        const clang::Diagnostic &Info) override {
+    if (Level >= DiagnosticsEngine::Error && FirstError.empty() &&
+        Info.getDiags() != &CheckDiagnostics)
+      FirstError = describe(Info);
+    ClangTidyDiagnosticConsumer::HandleDiagnostic(Level, Info);
+  }
+
+  std::string FirstError;
+
+private:
+  static std::string describe(const clang::Diagnostic &Info) {
+    SmallString<128> Text;
+    Info.FormatDiagnostic(Text);
+    if (!Info.hasSourceManager() || Info.getLocation().isInvalid())
+      return std::string(Text);
+    const SourceManager &SM = Info.getSourceManager();
+    PresumedLoc Where = SM.getPresumedLoc(SM.getFileLoc(Info.getLocation()));
+    if (Where.isInvalid())
+      return std::string(Text);
+    std::string File = Where.getFilename();
+    if (OptionalFileEntryRef Entry = SM.getFileEntryRefForID(Where.getFileID()))
+      if (StringRef Real = SM.getFileManager().getCanonicalName(*Entry);
+          !Real.empty())
+        File = Real.str();
+    return (File + ":" + Twine(Where.getLine()) + ":" +
+            Twine(Where.getColumn()) + ": " + Text)
+        .str();
+  }
+
+  const DiagnosticsEngine &CheckDiagnostics;
 };
 
 /// clang's parser and the checks recurse once per nesting level of the code:
@@ -216,11 +265,9 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
       [&Context](StringRef File) { return Context.getOptionsForFile(File); },
       Options));
 
-  ClangTidyDiagnosticConsumer DiagConsumer(Context, nullptr,
-                                           /*RemoveIncompatibleErrors=*/true,
-                                           /*GetFixesFromNotes=*/false);
-  DiagnosticsEngine DE(new DiagnosticIDs(), new DiagnosticOptions(),
-                       &DiagConsumer, /*ShouldOwnClient=*/false);
+  DiagnosticsEngine DE(new DiagnosticIDs(), new DiagnosticOptions());
+  RecordingDiagnosticConsumer DiagConsumer(Context, DE);
+  DE.setClient(&DiagConsumer, /*ShouldOwnClient=*/false);
   Context.setDiagnosticsEngine(&DE);
   Tool.setDiagnosticConsumer(&DiagConsumer);
 
@@ -247,6 +294,8 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
     if (Result.Findings.back().isCompilerError())
       Result.CompileError = true;
   }
+  if (Result.CompileError)
+    Result.FirstCompileError = DiagConsumer.FirstError;
   if (RunStatus != 0 && !Result.CompileError)
     Result.ToolError = "clang could not process '" + Job.File + "'";
   return Result;

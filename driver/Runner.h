@@ -46,6 +46,9 @@ struct TUResult {
   std::vector<std::string> EnabledChecks;
   /// The compiler reported an error (the AST was recovered or incomplete).
   bool CompileError = false;
+  /// The first compiler error as clang emitted it, `file:line:col: message`
+  /// (a missing header: `'eigen3/Eigen/Dense' file not found`).
+  std::string FirstCompileError;
   /// The TU could not be processed at all and no diagnostic says why.
   std::string ToolError;
   /// Every file the TU read, absolute (with TUExtras::CollectDependencies).

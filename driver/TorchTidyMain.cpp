@@ -503,7 +503,9 @@ int run(int Argc, const char **Argv) {
       std::string Message =
           "'" + T.File + "' has compiler errors; its findings may be " +
           "incomplete" +
-          (Fix || FixUnsafe ? " and its fix-its are not applied" : "");
+          (Fix || FixUnsafe ? " and its fix-its are not applied" : "") +
+          (T.FirstCompileError.empty() ? ""
+                                       : "; first error: " + T.FirstCompileError);
       printError(Message);
       R.ToolErrors.push_back({T.File, Message});
     } else {

@@ -18,6 +18,8 @@ import re
 import subprocess
 import sys
 
+import check_batch
+
 
 def run(args, expect_success=True):
     proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -42,9 +44,13 @@ def main():
     parser.add_argument("--filecheck", required=True)
     parser.add_argument("--inputs", required=True)
     parser.add_argument("-std", default="c++17")
-    parser.add_argument("-check-suffix", default="")
+    parser.add_argument("-check-suffix", default="",
+                        help="comma-separated; an empty one is the plain prefix")
     parser.add_argument("-no-fix", action="store_true",
                         help="report only; do not apply fix-its")
+    parser.add_argument("--batch-with", metavar="TORCH_TIDY",
+                        help="take the findings from one torch-tidy run over all "
+                        "the plain check tests of the directory (check_batch.py)")
     parser.add_argument("input_file")
     parser.add_argument("check_name")
     parser.add_argument("temp_file")
@@ -61,16 +67,29 @@ def main():
 
     with open(args.input_file, encoding="utf-8") as f:
         text = f.read()
-    suffix = ("-" + args.check_suffix) if args.check_suffix else ""
-    msg_prefix, fix_prefix = "CHECK-MESSAGES" + suffix, "CHECK-FIXES" + suffix
-    has_messages = msg_prefix + ":" in text
-    has_fixes = fix_prefix + ":" in text
+    suffixes = [("-" + s) if s else "" for s in args.check_suffix.split(",")]
+    msg_prefix = ",".join("CHECK-MESSAGES" + s for s in suffixes)
+    fix_prefix = ",".join("CHECK-FIXES" + s for s in suffixes)
+    has_messages = any(p + ":" in text for p in msg_prefix.split(","))
+    has_fixes = any(p + ":" in text for p in fix_prefix.split(","))
 
     temp = args.temp_file + ".cpp"
     os.makedirs(os.path.dirname(os.path.abspath(temp)), exist_ok=True)
     cleaned = re.sub(r"// *CHECK-[A-Z0-9\-]*:[^\r\n]*", "//", text)
     with open(temp, "w", encoding="utf-8") as f:
         f.write(cleaned)
+
+    batch = None
+    if args.batch_with and not args.no_fix and tidy_args == ["--config={}"]:
+        batch = check_batch.batch_findings(args.batch_with, args.input_file,
+                                           args.temp_file, args.std, compiler_args)
+    if batch:
+        output, fixed = batch
+        print("------ torch-tidy output (shared run) ------\n" + output)
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(fixed)
+        check_output(args, output, temp, has_messages, has_fixes, msg_prefix, fix_prefix)
+        return
 
     cmd = [args.clang_tidy, "--load=" + args.plugin, temp,
            "--checks=-*," + args.check_name]
@@ -90,7 +109,10 @@ def main():
              and not l.startswith("clang-tidy applied")]
     output = "\n".join(lines) + "\n"
     print("------ clang-tidy output ------\n" + output)
+    check_output(args, output, temp, has_messages, has_fixes, msg_prefix, fix_prefix)
 
+
+def check_output(args, output, temp, has_messages, has_fixes, msg_prefix, fix_prefix):
     if not has_messages and not has_fixes:
         if re.search(r"(warning|error):", output):
             sys.exit("no diagnostics were expected, but found the ones above")
@@ -100,11 +122,11 @@ def main():
         with open(msg_file, "w", encoding="utf-8") as f:
             f.write(output)
         run([args.filecheck, "-input-file=" + msg_file, args.input_file,
-             "-check-prefix=" + msg_prefix,
+             "-check-prefixes=" + msg_prefix,
              "-implicit-check-not={{warning|error}}:"])
     if has_fixes:
         run([args.filecheck, "-input-file=" + temp, args.input_file,
-             "-check-prefix=" + fix_prefix, "--strict-whitespace"])
+             "-check-prefixes=" + fix_prefix, "--strict-whitespace"])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 # -*- Python -*-
 import os
 import shutil
+import sys
+import time
 
 import lit.formats
 
@@ -15,6 +17,8 @@ llvm_bin = config.llvm_tools_dir
 config.environment["PATH"] = os.pathsep.join(
     [os.path.join(config.torch_tidy_obj_root, "bin"), llvm_bin,
      config.environment.get("PATH", "")])
+# One id per lit run: what tests share within a run (test/check_batch.py).
+config.environment["TORCH_TIDY_LIT_RUN"] = "%d-%f" % (os.getpid(), time.time())
 # Keep colour and terminal-only output out of the tests.
 config.environment["TERM"] = "dumb"
 
@@ -40,13 +44,25 @@ config.substitutions.append(("%clang_tidy", config.clang_tidy))
 config.substitutions.append(("%clangxx", config.clangxx))
 config.substitutions.append(("%inputs", inputs))
 config.substitutions.append(("%repo", config.torch_tidy_src_root))
-# Flags for the real Debian libtorch-dev headers, plus the generated-file shim.
-config.substitutions.append(("%libtorch_flags",
-    "-std=c++17 -isystem /usr/include/torch/csrc/api/include -isystem %s -isystem /usr/local/cuda/include"
-    % os.path.join(config.test_source_root, "shim")))
+# The real LibTorch header sets (scripts/libtorch_sets.py): a feature for each
+# one present; test/integration/ runs each test once per set. Elsewhere,
+# %libtorch_flags are the first present set's flags.
+sys.path.insert(0, os.path.join(config.torch_tidy_src_root, "scripts"))
+sys.path.insert(0, config.test_source_root)
+import libtorch_sets  # noqa: E402
+import libtorch_matrix  # noqa: E402
 
-if os.path.exists("/usr/include/torch/csrc/api/include/torch/torch.h"):
+config.libtorch_sets = [(name, libtorch_sets.flags(name, config.torch_tidy_obj_root))
+                        for name in libtorch_sets.available(config.torch_tidy_obj_root)]
+config.libtorch_set_names = libtorch_sets.NAMES
+for name, flags in config.libtorch_sets[:1]:
     config.available_features.add("libtorch")
+    config.substitutions.extend(libtorch_matrix.set_substitutions(name, flags))
+for name, _ in config.libtorch_sets:
+    config.available_features.add(name)
+# libc++ (libc++-19-dev): <format> and <print> for the C++23 tests.
+if os.path.exists(os.path.join(llvm_bin, "..", "include", "c++", "v1", "print")):
+    config.available_features.add("libcxx")
 if os.path.exists("/usr/local/cuda/include/cuda_runtime_api.h"):
     config.available_features.add("cuda-headers")
 multitool = os.path.join(config.torch_tidy_obj_root, "node_modules", "@microsoft",

@@ -27,6 +27,7 @@ constexpr llvm::StringLiteral DefaultGuardFunctions[] = {
     "c10::cuda::device_count",
     "at::hasCUDA",
     "at::Context::hasCUDA",
+    "at::accelerator::deviceCount", // 2.7+; 0 without CUDA in a CUDA build
 };
 
 static bool isTrackableScalar(const VarDecl &VD) {

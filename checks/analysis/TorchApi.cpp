@@ -51,8 +51,12 @@ bool isTensorFactory(const FunctionDecl &FD, const TorchApiOptions &Opts) {
       "tensor",   "randn", "rand",     "zeros",      "ones",   "empty",
       "full",     "arange", "eye",     "linspace",   "logspace", "randint",
       "randperm", "from_blob", "scalar_tensor", "empty_strided", "normal"};
-  if (FD.getIdentifier() && Names.contains(FD.getName()) &&
-      isTorchNamespaceDecl(FD) && !isa<CXXMethodDecl>(FD))
+  if (!FD.getIdentifier())
+    return nameIn(FD, Opts.ExtraFactories);
+  llvm::StringRef Name = FD.getName();
+  Name.consume_back("_symint"); // the SymInt overloads: randn_symint, ...
+  if (Names.contains(Name) && isTorchNamespaceDecl(FD) &&
+      !isa<CXXMethodDecl>(FD))
     return true;
   return nameIn(FD, Opts.ExtraFactories);
 }
@@ -109,8 +113,9 @@ bool isSynchronizeCall(const CallExpr &Call, const TorchApiOptions &Opts) {
       N == "cudaEventSynchronize" || N == "cuCtxSynchronize" ||
       N == "cuStreamSynchronize")
     return true;
+  // synchronizeDevice: at::accelerator (2.7+).
   if ((N == "synchronize" || N == "device_synchronize" ||
-       N == "stream_synchronize") &&
+       N == "stream_synchronize" || N == "synchronizeDevice") &&
       isTorchNamespaceDecl(*FD))
     return true;
   return nameIn(*FD, Opts.ExtraSyncFunctions);

@@ -54,6 +54,8 @@ std::string quotedSource(const Expr *E, const ASTContext &Ctx,
 llvm::ArrayRef<llvm::StringRef> emptyCacheFunctionNames() {
   static const llvm::StringRef Names[] = {
       "::c10::cuda::CUDACachingAllocator::emptyCache",
+      // 2.x: get()->emptyCache(), which the free function forwards to.
+      "::c10::cuda::CUDACachingAllocator::CUDAAllocator::emptyCache",
       "::c10::cuda::emptyCache",
       "::at::accelerator::emptyCache",
       "::at::cuda::emptyCache",
@@ -78,6 +80,7 @@ llvm::ArrayRef<llvm::StringRef> deviceCountFunctionNames() {
       "::c10::cuda::device_count_ensure_non_zero",
       "::at::cuda::getNumGPUs",
       "::at::getNumGPUs",
+      "::at::accelerator::deviceCount", // 2.7+
   };
   return Names;
 }

@@ -48,6 +48,14 @@ Tensor randint(int64_t high, IntArrayRef size, TensorOptions options = {});
 Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions options = {});
 Tensor from_blob(void *data, IntArrayRef sizes, const TensorOptions &options = {});
 Tensor scalar_tensor(const Scalar &s, TensorOptions options = {});
+// The SymInt overloads (2.x has them for every factory that takes sizes).
+Tensor randn_symint(c10::SymIntArrayRef size, TensorOptions options = {});
+Tensor rand_symint(c10::SymIntArrayRef size, TensorOptions options = {});
+Tensor zeros_symint(c10::SymIntArrayRef size, TensorOptions options = {});
+Tensor ones_symint(c10::SymIntArrayRef size, TensorOptions options = {});
+Tensor empty_symint(c10::SymIntArrayRef size, TensorOptions options = {},
+                    c10::optional<MemoryFormat> memory_format = c10::nullopt);
+Tensor full_symint(c10::SymIntArrayRef size, const Scalar &fill_value, TensorOptions options = {});
 Tensor zeros_like(const Tensor &self, TensorOptions options = {});
 Tensor ones_like(const Tensor &self, TensorOptions options = {});
 Tensor empty_like(const Tensor &self, TensorOptions options = {});

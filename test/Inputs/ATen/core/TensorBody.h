@@ -1,4 +1,5 @@
 #pragma once
+#include <c10/core/SymInt.h>
 #include <c10/core/TensorOptions.h>
 #include <c10/util/Optional.h>
 #include <ostream>
@@ -76,6 +77,7 @@ public:
 
   // Factories that keep this tensor's device and dtype.
   Tensor new_empty(IntArrayRef size, TensorOptions options = {}) const;
+  Tensor new_empty_symint(c10::SymIntArrayRef size, TensorOptions options = {}) const;
   Tensor new_zeros(IntArrayRef size, TensorOptions options = {}) const;
   Tensor new_ones(IntArrayRef size, TensorOptions options = {}) const;
   Tensor new_full(IntArrayRef size, const Scalar &fill_value, TensorOptions options = {}) const;
@@ -87,7 +89,9 @@ public:
   Tensor sigmoid() const;
   Tensor to_dense() const;
   Tensor view(IntArrayRef size) const;
+  Tensor view_symint(c10::SymIntArrayRef size) const;
   Tensor reshape(IntArrayRef shape) const;
+  Tensor reshape_symint(c10::SymIntArrayRef shape) const;
   Tensor argmax(c10::optional<int64_t> dim = c10::nullopt, bool keepdim = false) const;
   Tensor eq(const Tensor &other) const;
   Tensor matmul(const Tensor &other) const;

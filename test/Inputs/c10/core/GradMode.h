@@ -14,6 +14,11 @@ struct NoGradGuard : public AutoGradMode {
 struct InferenceMode {
   InferenceMode(bool enabled = true);
   ~InferenceMode();
+  // 2.x (1.13 left them implicit).
+  InferenceMode(const InferenceMode &) = delete;
+  InferenceMode(InferenceMode &&) = delete;
+  InferenceMode &operator=(const InferenceMode &) = delete;
+  InferenceMode &operator=(InferenceMode &&) = delete;
 };
 } // namespace c10
 namespace at {

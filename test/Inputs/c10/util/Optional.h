@@ -1,34 +1,14 @@
 #pragma once
-#include <vector>
-#include <initializer_list>
-#include <cstddef>
-#include <cstdint>
+// The real header holds only optional; ArrayRef and Scalar come along because
+// the other mocks expect them here.
+#include <c10/core/Scalar.h>
+#include <c10/util/ArrayRef.h>
 #include <optional>
 namespace c10 {
-template <class T> using optional = std::optional<T>;
-constexpr std::nullopt_t nullopt = std::nullopt;
-template <class T> class ArrayRef {
-public:
-  ArrayRef() = default;
-  ArrayRef(const T &one) : data_(&one), size_(1) {}
-  ArrayRef(std::initializer_list<T> list) : data_(list.begin()), size_(list.size()) {}
-  template <class A> ArrayRef(const std::vector<T, A> &v) : data_(v.data()), size_(v.size()) {}
-  const T *begin() const { return data_; }
-  const T *end() const { return data_ + size_; }
-  size_t size() const { return size_; }
-
-private:
-  const T *data_ = nullptr;
-  size_t size_ = 0;
-};
-using IntArrayRef = ArrayRef<int64_t>;
-class Scalar {
-public:
-  Scalar(int v);
-  Scalar(long v);
-  Scalar(double v);
-  Scalar(float v);
-  Scalar(bool v);
-  template <class T> T to() const;
-};
+// LibTorch 2.x: c10::optional is std::optional (1.13 had a class of its own:
+// test/api/Inputs/libtorch-1.13/c10/util/Optional.h).
+using std::make_optional;
+using std::nullopt;
+using std::nullopt_t;
+using std::optional;
 } // namespace c10

@@ -1,0 +1,5 @@
+#include "model.h"
+
+void train(Model &m) {
+  m.weight.cuda();
+}

@@ -1,0 +1,3 @@
+#include <Eigen/Dense>
+
+void step() { undeclared_function(); }
