@@ -503,11 +503,12 @@ int run(int Argc, const char **Argv) {
       std::string Message =
           "'" + T.File + "' has compiler errors; its findings may be " +
           "incomplete" +
-          (Fix || FixUnsafe ? " and its fix-its are not applied" : "") +
-          (T.FirstCompileError.empty() ? ""
-                                       : "; first error: " + T.FirstCompileError);
-      printError(Message);
+          (Fix || FixUnsafe ? " and its fix-its are not applied" : "");
+      // The reports list the compiler's errors as findings already.
       R.ToolErrors.push_back({T.File, Message});
+      if (!T.FirstCompileError.empty())
+        Message += "; first error: " + T.FirstCompileError;
+      printError(Message);
     } else {
       for (const Finding &F : T.Findings)
         if (!F.isCompilerError())

@@ -61,24 +61,26 @@ int main() {
   c10::cuda::CUDACachingAllocator::emptyCache();
   std::cout << losses.size() << " steps\n";
 
-  // Score a large held-out batch in one go.
-  torch::NoGradGuard no_grad;
-  auto big = torch::randn({8192, 784}).to(device);
-  torch::Tensor scores;
-  try {
-    scores = net->forward(big);
-  } catch (const c10::OutOfMemoryError &) {
-    // BUG(torch-empty-cache-oom-retry): the allocator emptied its cache
-    // before it raised; the same-size retry runs out of memory again.
-    c10::cuda::CUDACachingAllocator::emptyCache();
-    scores = net->forward(big);
-  }
-  try {
-    scores = net->forward(big);
-  } catch (const c10::OutOfMemoryError &) {
-    // OK(torch-empty-cache-oom-retry): retry in halves, no emptyCache().
-    auto halves = big.chunk(2);
-    scores = torch::cat({net->forward(halves[0]), net->forward(halves[1])});
+  {
+    // Score a large held-out batch in one go.
+    torch::NoGradGuard no_grad;
+    auto big = torch::randn({8192, 784}).to(device);
+    torch::Tensor scores;
+    try {
+      scores = net->forward(big);
+    } catch (const c10::OutOfMemoryError &) {
+      // BUG(torch-empty-cache-oom-retry): the allocator emptied its cache
+      // before it raised; the same-size retry runs out of memory again.
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      scores = net->forward(big);
+    }
+    try {
+      scores = net->forward(big);
+    } catch (const c10::OutOfMemoryError &) {
+      // OK(torch-empty-cache-oom-retry): retry in halves, no emptyCache().
+      auto halves = big.chunk(2);
+      scores = torch::cat({net->forward(halves[0]), net->forward(halves[1])});
+    }
   }
 
   std::cout << "accuracy " << evaluate(net, eval_device) << '\n';
