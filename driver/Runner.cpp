@@ -17,6 +17,7 @@
 
 #include "FileDigest.h"
 #include "Messages.h"
+#include "SystemBodies.h"
 #include "analysis/TensorFlowAnalysis.h"
 #include "clang-tidy/ClangTidy.h"
 #include "clang-tidy/ClangTidyModule.h"
@@ -74,17 +75,22 @@ class AllDependencies : public DependencyCollector {
 
 class TidyActionFactory : public FrontendActionFactory {
 public:
-  TidyActionFactory(ClangTidyContext &Context, const TUExtras &Extras)
-      : ConsumerFactory(Context), Extras(Extras) {
+  TidyActionFactory(ClangTidyContext &Context, bool SkipBodies,
+                    const TUExtras &Extras)
+      : ConsumerFactory(Context), SkipBodies(SkipBodies), Extras(Extras) {
     if (Extras.CollectDependencies)
       Dependencies = std::make_shared<AllDependencies>();
   }
 
   std::unique_ptr<FrontendAction> create() override {
-    return std::make_unique<Action>(ConsumerFactory, Dependencies);
+    if (Extras.Preamble && !Extras.PCHPath.empty())
+      Guard = std::make_unique<PreambleGuard>(*Extras.Preamble);
+    return std::make_unique<Action>(ConsumerFactory, Dependencies, SkipBodies,
+                                    Guard.get());
   }
 
   std::shared_ptr<AllDependencies> Dependencies;
+  std::unique_ptr<PreambleGuard> Guard;
 
   bool runInvocation(std::shared_ptr<CompilerInvocation> Invocation,
                      FileManager *Files,
@@ -94,6 +100,8 @@ public:
     Invocation->getPreprocessorOpts().SetUpStaticAnalyzer = true;
     // No "N warnings generated." on stderr: the driver prints the findings.
     Invocation->getDiagnosticOpts().ShowCarets = false;
+    if (SkipBodies)
+      enableBodySkipping(*Invocation);
     if (!Extras.PCHPath.empty()) {
       Invocation->getPreprocessorOpts().ImplicitPCHInclude = Extras.PCHPath;
       // A header that was only touched since the PCH was built is fine.
@@ -108,24 +116,35 @@ private:
   class Action : public ASTFrontendAction {
   public:
     Action(ClangTidyASTConsumerFactory &Factory,
-           std::shared_ptr<AllDependencies> Dependencies)
-        : Factory(Factory), Dependencies(std::move(Dependencies)) {}
+           std::shared_ptr<AllDependencies> Dependencies, bool SkipBodies,
+           PreambleGuard *Guard)
+        : Factory(Factory), Dependencies(std::move(Dependencies)),
+          SkipBodies(SkipBodies), Guard(Guard) {}
     bool BeginInvocation(CompilerInstance &CI) override {
       if (Dependencies)
         CI.addDependencyCollector(Dependencies);
       return true;
     }
+    bool BeginSourceFileAction(CompilerInstance &CI) override {
+      if (Guard)
+        Guard->attach(CI.getPreprocessor());
+      return ASTFrontendAction::BeginSourceFileAction(CI);
+    }
     std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &CI,
                                                    StringRef File) override {
-      return Factory.createASTConsumer(CI, File);
+      std::unique_ptr<ASTConsumer> Tidy = Factory.createASTConsumer(CI, File);
+      return SkipBodies ? skipSystemBodies(std::move(Tidy)) : std::move(Tidy);
     }
 
   private:
     ClangTidyASTConsumerFactory &Factory;
     std::shared_ptr<AllDependencies> Dependencies;
+    bool SkipBodies;
+    PreambleGuard *Guard;
   };
 
   ClangTidyASTConsumerFactory ConsumerFactory;
+  bool SkipBodies;
   const TUExtras &Extras;
 };
 
@@ -214,12 +233,17 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
   Context.setDiagnosticsEngine(&DE);
   Tool.setDiagnosticConsumer(&DiagConsumer);
 
-  TidyActionFactory Factory(Context, Extras);
+  TidyActionFactory Factory(
+      Context,
+      skipsSystemBodies(Options, Context.getOptionsForFile(Job.File)),
+      Extras);
   clang::tidy::torch::TensorFlowAnalysis::setCapReporter(
       [](StringRef Message) { printNote(Message); });
   int RunStatus = 1;
   runOnLargeStack([&] { RunStatus = Tool.run(&Factory); });
   Result.Errors = DiagConsumer.take();
+  if (Factory.Guard)
+    Result.PreambleProblem = Factory.Guard->problem();
   // Relative names are relative to the command's directory; with commands
   // in several directories it is unknown which (the list stays empty).
   if (Factory.Dependencies &&
@@ -242,6 +266,11 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
 }
 
 } // namespace
+
+bool skipsSystemBodies(const RunOptions &Options,
+                       const clang::tidy::ClangTidyOptions &FileOptions) {
+  return Options.SkipSystemBodies && !FileOptions.SystemHeaders.value_or(false);
+}
 
 TUResult runTU(const TUJob &Job, const RunOptions &Options,
                const TUExtras &Extras) {

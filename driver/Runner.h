@@ -10,6 +10,7 @@
 
 #include "CompileDb.h"
 #include "Finding.h"
+#include "PreambleGuard.h"
 #include "clang-tidy/ClangTidyDiagnosticConsumer.h"
 #include "clang-tidy/ClangTidyOptions.h"
 #include <functional>
@@ -33,7 +34,15 @@ struct RunOptions {
       MakeOptionsProvider;
   /// Called on a worker thread as each job starts (the progress line).
   std::function<void(const TUJob &)> OnStart;
+  /// Skip the function bodies of system headers that no check reads
+  /// (SystemBodies.h); --no-skip-system-bodies turns it off.
+  bool SkipSystemBodies = true;
 };
+
+/// Whether a TU with the configuration \p FileOptions skips system bodies:
+/// not when findings in system headers are wanted (`SystemHeaders: true`).
+bool skipsSystemBodies(const RunOptions &Options,
+                       const clang::tidy::ClangTidyOptions &FileOptions);
 
 /// What one translation unit produced.
 struct TUResult {
@@ -50,12 +59,17 @@ struct TUResult {
   std::string ToolError;
   /// Every file the TU read, absolute (with TUExtras::CollectDependencies).
   std::vector<std::string> Dependencies;
+  /// With TUExtras::Preamble: why the TU could not use the PCH after all
+  /// (PreambleGuard.h), "" when it could. The result is then to be dropped.
+  std::string PreambleProblem;
 };
 
-/// What --audit adds to a TU's run (driver/Audit.cpp).
+/// What --audit and the shared preamble add to a TU's run (Audit.cpp).
 struct TUExtras {
   /// A precompiled header to load before the TU (-include-pch); "" for none.
   std::string PCHPath;
+  /// With PCHPath: what the PCH's build saw, for PreambleGuard.
+  const PreambleFacts *Preamble = nullptr;
   /// Fill TUResult::Dependencies, system headers included.
   bool CollectDependencies = false;
 };

@@ -134,10 +134,19 @@ cl::opt<bool> Audit("audit",
                     cl::cat(Category));
 cl::opt<std::string> CacheDir(
     "cache-dir",
-    cl::desc("--audit's cache (default: <build dir>/.torch-tidy-cache)"),
+    cl::desc("Where the shared preambles (and --audit's results) are kept "
+             "(default: <build dir>/.torch-tidy-cache, or "
+             "$XDG_CACHE_HOME/torch-tidy without a compile database)"),
     cl::value_desc("dir"), cl::cat(Category));
-cl::opt<bool> NoPCH("no-pch", cl::desc("--audit: parse every TU in full"),
+cl::opt<bool> NoPCH("no-pch",
+                    cl::desc("Parse every TU in full, without the shared "
+                             "preamble of the cache directory"),
                     cl::cat(Category));
+cl::opt<bool> NoSkipSystemBodies(
+    "no-skip-system-bodies",
+    cl::desc("Parse the function bodies of system headers too (by default "
+             "those that no check reads are skipped; docs/driver.md)"),
+    cl::cat(Category));
 cl::opt<bool>
     NoResultCache("no-result-cache",
                   cl::desc("--audit: analyse every TU, even unchanged ones"),
@@ -227,10 +236,24 @@ std::string resourceDir(const char *Argv0) {
   return TORCH_TIDY_CLANG_RESOURCE_DIR;
 }
 
-AuditOptions auditOptions(const char *Argv0) {
+/// --cache-dir, else `.torch-tidy-cache` in the compile database's
+/// directory, else $XDG_CACHE_HOME/torch-tidy (~/.cache/torch-tidy); "" when
+/// there is none of these.
+std::string cacheDir(StringRef DatabaseDir) {
+  if (!CacheDir.empty())
+    return normalizePath(CacheDir);
+  if (!DatabaseDir.empty())
+    return normalizePath(DatabaseDir) + "/.torch-tidy-cache";
+  SmallString<256> User;
+  if (!sys::path::cache_directory(User)) // honours XDG_CACHE_HOME
+    return "";
+  sys::path::append(User, "torch-tidy");
+  return normalizePath(User);
+}
+
+AuditOptions auditOptions(const char *Argv0, StringRef DatabaseDir) {
   AuditOptions A;
-  A.CacheDir = normalizePath(CacheDir.empty() ? BuildPath + "/.torch-tidy-cache"
-                                              : CacheDir);
+  A.CacheDir = cacheDir(DatabaseDir);
   A.UsePCH = !NoPCH;
   // The cache keeps findings, not the raw diagnostics that fixes need.
   A.UseResultCache =
@@ -239,6 +262,22 @@ AuditOptions auditOptions(const char *Argv0) {
   A.ToolId = toolIdentity(Argv0);
   A.Progress = Format == OutputFormat::Text;
   return A;
+}
+
+/// A plain run shares the preambles of the cache directory (SharedPch.h):
+/// it reuses what an audit or an earlier run left there, and builds a
+/// missing one once. --audit adds the result cache and the summary.
+std::vector<TUResult> runTUs(const std::vector<TUJob> &TUs,
+                             const RunOptions &Options, AuditOptions A) {
+  if (Audit)
+    return runAudit(TUs, Options, A);
+  if (NoPCH || A.CacheDir.empty())
+    return runAll(TUs, Options);
+  A.UseResultCache = false;
+  A.Summary = false;
+  A.Progress = false;
+  A.MinSharers = 1;
+  return runAudit(TUs, Options, A);
 }
 
 void printReport(const Report &R) {
@@ -349,9 +388,8 @@ int run(int Argc, const char **Argv) {
       return ExitError;
     }
     AllFiles = true;
-  } else if (NoPCH || NoResultCache || !CacheDir.empty() || AuditMemory) {
-    printError("--no-pch, --no-result-cache, --cache-dir and --audit-memory "
-               "need --audit");
+  } else if (NoResultCache || AuditMemory) {
+    printError("--no-result-cache and --audit-memory need --audit");
     return ExitError;
   }
   Shard Part;
@@ -428,12 +466,12 @@ int run(int Argc, const char **Argv) {
   Options.ExtraArgsBefore.assign(ExtraArgsBefore.begin(), ExtraArgsBefore.end());
   Options.ResourceDir = resourceDir(Argv[0]);
   Options.MakeOptionsProvider = Providers;
+  Options.SkipSystemBodies = !NoSkipSystemBodies;
   ProgressLine Progress(TUs.size(),
                         Format == OutputFormat::Text && TUs.size() > 1);
   Options.OnStart = [&Progress](const TUJob &Job) { Progress.start(Job.File); };
   std::vector<TUResult> Results =
-      Audit ? runAudit(TUs, Options, auditOptions(Argv[0]))
-            : runAll(TUs, Options);
+      runTUs(TUs, Options, auditOptions(Argv[0], DatabaseDir));
   Progress.finish();
   for (const std::string &Message : takeConfigErrors()) {
     printError(Message); // a .clang-tidy of another directory

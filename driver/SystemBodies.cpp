@@ -1,0 +1,92 @@
+//===--- SystemBodies.cpp - torch-tidy driver -----------------------------===//
+
+#include "SystemBodies.h"
+
+#include "utils/UserCodeParents.h"
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/DeclTemplate.h"
+#include "clang/Frontend/CompilerInvocation.h"
+#include "clang/Frontend/MultiplexConsumer.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace clang;
+
+namespace torchtidy {
+namespace {
+
+/// The outermost namespace around \p D, or null at global scope.
+const NamespaceDecl *outermostNamespace(const Decl &D) {
+  const NamespaceDecl *Outermost = nullptr;
+  for (const DeclContext *DC = D.getDeclContext(); DC; DC = DC->getParent())
+    if (const auto *NS = dyn_cast<NamespaceDecl>(DC))
+      Outermost = NS;
+  return Outermost;
+}
+
+/// Mirrors isLibraryFunction() of checks/utils/TrainingLoop.cpp: a callee
+/// there is opaque when it has no body, unless it is the standard library's
+/// or LibTorch's (or a global function of a system header).
+bool inLibraryNamespace(const Decl &D, bool Constructor) {
+  const NamespaceDecl *NS = outermostNamespace(D);
+  if (!NS)
+    return !Constructor;
+  if (!NS->getIdentifier())
+    return false; // an anonymous namespace
+  return llvm::StringSwitch<bool>(NS->getName())
+      .Cases("std", "__gnu_cxx", "at", "c10", "caffe2", true)
+      .Case("torch", !Constructor)
+      .Default(false);
+}
+
+/// ExprMutationAnalyzer::findFunctionArgMutation follows an argument into
+/// the body of a function template whose parameter is `T&&` (or `T&&...`)
+/// with T a template parameter, at any depth.
+bool hasForwardingReferenceParameter(const FunctionDecl &FD) {
+  if (!FD.getDescribedFunctionTemplate())
+    return false;
+  for (const ParmVarDecl *Param : FD.parameters()) {
+    QualType Type = Param->getType();
+    if (const auto *Pack = Type->getAs<PackExpansionType>())
+      Type = Pack->getPattern();
+    if (const auto *Ref = Type->getAs<RValueReferenceType>())
+      if (!Ref->getPointeeType().getQualifiers() &&
+          Ref->getPointeeType()->getAs<TemplateTypeParmType>())
+        return true;
+  }
+  return false;
+}
+
+class SkipSystemBodiesConsumer : public MultiplexConsumer {
+public:
+  explicit SkipSystemBodiesConsumer(std::vector<std::unique_ptr<ASTConsumer>> C)
+      : MultiplexConsumer(std::move(C)) {}
+  bool shouldSkipFunctionBody(Decl *D) override {
+    return D && skippableSystemBody(*D) &&
+           MultiplexConsumer::shouldSkipFunctionBody(D);
+  }
+};
+
+} // namespace
+
+bool skippableSystemBody(const Decl &D) {
+  const FunctionDecl *FD = D.getAsFunction();
+  if (!FD || !tidy::torch::isSystemHeaderDecl(
+                 D, D.getASTContext().getSourceManager()))
+    return false;
+  return inLibraryNamespace(*FD, isa<CXXConstructorDecl>(FD)) &&
+         !hasForwardingReferenceParameter(*FD);
+}
+
+std::unique_ptr<ASTConsumer>
+skipSystemBodies(std::unique_ptr<ASTConsumer> Inner) {
+  std::vector<std::unique_ptr<ASTConsumer>> Consumers;
+  Consumers.push_back(std::move(Inner));
+  return std::make_unique<SkipSystemBodiesConsumer>(std::move(Consumers));
+}
+
+void enableBodySkipping(CompilerInvocation &Invocation) {
+  Invocation.getFrontendOpts().SkipFunctionBodies = true;
+}
+
+} // namespace torchtidy
