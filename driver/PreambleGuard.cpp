@@ -101,7 +101,7 @@ public:
       ++G.Next;
     else if (!llvm::is_contained(Headers.take_front(G.Next), Real))
       G.fail("it includes " + Spelled + " where the precompiled header "
-             "has '" + Headers[G.Next] + "'");
+             "includes '" + Headers[G.Next] + "'");
     // else included again, and skipped by its guard as in the PCH
   }
   void MacroDefined(const Token &Name, const MacroDirective *) override {
@@ -151,7 +151,7 @@ public:
                 Rest.consume_front("pragma") &&
                 Rest.ltrim(" \t").rtrim(" \t\r") == "once";
     if (!Once)
-      G.fail("a #pragma comes before it");
+      G.fail("a #pragma comes before its headers");
   }
 
 private:
@@ -160,7 +160,7 @@ private:
       return;
     StringRef Macro = Name.getIdentifierInfo()->getName();
     if (G.Facts.Words.contains(Macro))
-      G.fail(formatv("'{0} {1}' comes before it, and its headers mention "
+      G.fail(formatv("'{0} {1}' comes before its headers, which mention "
                      "'{1}'",
                      Directive, Macro)
                  .str());
@@ -174,8 +174,8 @@ void PreambleGuard::attach(Preprocessor &P) {
   P.addPPCallbacks(std::make_unique<GuardCallbacks>(*this));
   P.setTokenWatcher([this](const Token &T) {
     if (Next < Facts.Headers.size() && Problem.empty())
-      fail(T.is(tok::eof) ? "it does not include all of them"
-                          : "code comes before them");
+      fail(T.is(tok::eof) ? "it does not include all of its headers"
+                          : "code comes before its headers");
   });
 }
 
@@ -198,14 +198,15 @@ void PreambleGuard::checkMacroUse(const Token &Name) {
     return;
   StringRef Macro = Name.getIdentifierInfo()->getName();
   if (Facts.Macros.contains(Macro))
-    fail(("it uses the macro '" + Macro + "', which its headers define")
+    fail(("it uses the macro '" + Macro + "' before its headers, which "
+          "define it")
              .str());
 }
 
 std::string PreambleGuard::problem() const {
   if (!Problem.empty() || Next == Facts.Headers.size())
     return Problem;
-  return "it does not include all of them";
+  return "it does not include all of its headers";
 }
 
 } // namespace torchtidy

@@ -15,7 +15,7 @@ enum class PCHStatus { Building, Ready, Failed };
 struct SharedPreambles::Group {
   std::unique_ptr<SharedPCH> PCH;
   PCHStatus Status = PCHStatus::Failed; // guarded by Mutex
-  unsigned Unstarted = 0;               // TUs to analyse not started yet
+  unsigned ToAnalyse = 0;
   bool BuiltNow = false;
   unsigned Shadowed = 0;
   std::string ShadowExample;
@@ -53,8 +53,8 @@ void SharedPreambles::plan(std::vector<PreambleInput> Inputs) {
   for (PrefixGroup &PG : planPrefixGroups(Candidates, Opts.MinMembers)) {
     auto G = std::make_unique<Group>();
     for (size_t I : PG.Members)
-      G->Unstarted += TUs[I].Analysed;
-    if (G->Unstarted == 0)
+      G->ToAnalyse += TUs[I].Analysed;
+    if (G->ToAnalyse == 0)
       continue;
     const PreambleInput &First = TUs[PG.Members.front()];
     SharedPCH::Request R{Opts.CacheDir, Opts.ToolId, First.Directory,
@@ -80,7 +80,7 @@ void SharedPreambles::plan(std::vector<PreambleInput> Inputs) {
     if (!G->PCH) {
       G->PCH = std::make_unique<SharedPCH>(std::move(R), Digests);
       std::string Prefix = describePrefix(PG.Includes);
-      bool Enough = G->Unstarted >= Opts.MinMembers;
+      bool Enough = G->ToAnalyse >= Opts.MinMembers;
       switch (G->PCH->check()) {
       case SharedPCH::State::Ready:
         G->Status = PCHStatus::Ready;
@@ -139,10 +139,7 @@ SharedPreambles::Use SharedPreambles::start(size_t I, unsigned Threads) {
   if (!G)
     return {};
   std::unique_lock<std::mutex> Lock(Mutex);
-  unsigned Left = G->Unstarted; // this TU included
-  if (G->Unstarted)
-    --G->Unstarted;
-  if (G->Status == PCHStatus::Building && Left >= std::max(1u, Threads))
+  if (G->Status == PCHStatus::Building && G->ToAnalyse >= std::max(1u, Threads))
     Changed.wait(Lock, [&] { return G->Status != PCHStatus::Building; });
   if (G->Status != PCHStatus::Ready)
     return {};

@@ -67,9 +67,10 @@ public:
     const PreambleFacts *Facts = nullptr;
   };
   /// Called as TU \p I starts: a Ready PCH that the TU's project dirs do
-  /// not shadow. A TU whose PCH is being built waits for it when at least
-  /// \p Threads TUs of its group have not started yet (the queue is long:
-  /// a full parse beside the build would cost more than the wait).
+  /// not shadow. A TU whose PCH is being built waits for it when its group
+  /// has at least \p Threads TUs to analyse (the queue is long: a full parse
+  /// beside the build costs more than the wait); in a smaller group it is
+  /// parsed in full beside the build.
   Use start(size_t I, unsigned Threads);
   /// The TU was parsed with the PCH, which could not be used (\p Why).
   void fellBack(size_t I, llvm::StringRef Why);
