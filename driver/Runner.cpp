@@ -21,6 +21,7 @@
 #include "analysis/TensorFlowAnalysis.h"
 #include "clang-tidy/ClangTidy.h"
 #include "clang-tidy/ClangTidyModule.h"
+#include "clang-tidy/GlobList.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/CompilerInvocation.h"
 #include "clang/Frontend/FrontendActions.h"
@@ -267,9 +268,20 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
 
 } // namespace
 
+/// Whether \p Checks reports any compiler warning (`clang-diagnostic-<flag>`).
+static bool reportsCompilerWarnings(StringRef Checks) {
+  static const std::vector<std::string> Flags = DiagnosticIDs::getDiagnosticFlags();
+  clang::tidy::GlobList Globs(Checks);
+  return llvm::any_of(Flags, [&](StringRef Flag) {
+    return Flag.consume_front("-W") && !Flag.starts_with("no-") &&
+           Globs.contains(("clang-diagnostic-" + Flag).str());
+  });
+}
+
 bool skipsSystemBodies(const RunOptions &Options,
                        const clang::tidy::ClangTidyOptions &FileOptions) {
-  return Options.SkipSystemBodies && !FileOptions.SystemHeaders.value_or(false);
+  return Options.SkipSystemBodies && !FileOptions.SystemHeaders.value_or(false) &&
+         !reportsCompilerWarnings(FileOptions.Checks.value_or(""));
 }
 
 TUResult runTU(const TUJob &Job, const RunOptions &Options,

@@ -40,7 +40,10 @@ struct RunOptions {
 };
 
 /// Whether a TU with the configuration \p FileOptions skips system bodies:
-/// not when findings in system headers are wanted (`SystemHeaders: true`).
+/// not when findings in system headers are wanted (`SystemHeaders: true`),
+/// nor when compiler warnings are (a `clang-diagnostic-*` check): skipped
+/// bodies would change which functions count as used, and drop the warnings
+/// of the instantiations that only they request.
 bool skipsSystemBodies(const RunOptions &Options,
                        const clang::tidy::ClangTidyOptions &FileOptions);
 

@@ -27,16 +27,51 @@ const NamespaceDecl *outermostNamespace(const Decl &D) {
 /// Mirrors isLibraryFunction() of checks/utils/TrainingLoop.cpp: a callee
 /// there is opaque when it has no body, unless it is the standard library's
 /// or LibTorch's (or a global function of a system header).
-bool inLibraryNamespace(const Decl &D, bool Constructor) {
+bool inLibraryNamespace(const Decl &D) {
   const NamespaceDecl *NS = outermostNamespace(D);
   if (!NS)
-    return !Constructor;
+    return true;
   if (!NS->getIdentifier())
     return false; // an anonymous namespace
   return llvm::StringSwitch<bool>(NS->getName())
-      .Cases("std", "__gnu_cxx", "at", "c10", "caffe2", true)
-      .Case("torch", !Constructor)
+      .Cases("std", "__gnu_cxx", "torch", "at", "c10", "caffe2", true)
       .Default(false);
+}
+
+/// torch::nn::<Name>.
+bool isTorchNN(const CXXRecordDecl &RD, StringRef Name) {
+  if (!RD.getIdentifier() || RD.getName() != Name)
+    return false;
+  const auto *NN = dyn_cast<NamespaceDecl>(RD.getDeclContext());
+  const auto *Torch = NN ? dyn_cast<NamespaceDecl>(NN->getDeclContext()) : nullptr;
+  return NN && Torch && NN->getIdentifier() && NN->getName() == "nn" &&
+         Torch->getIdentifier() && Torch->getName() == "torch" &&
+         Torch->getDeclContext()->isTranslationUnit();
+}
+
+/// Whether \p RD is torch::nn::Module or may derive from it: constructors
+/// of module classes are read by the tensor model (constructorMovesModule()
+/// in checks/analysis/TensorTransfer.cpp). A base that is a template
+/// parameter may be anything.
+bool mayDeriveFromModule(const CXXRecordDecl *RD, unsigned Depth = 0) {
+  if (!RD || Depth > 32)
+    return true;
+  if (isTorchNN(*RD, "Module"))
+    return true;
+  if (!(RD = RD->getDefinition()))
+    return false;
+  for (const CXXBaseSpecifier &Base : RD->bases()) {
+    QualType Type = Base.getType();
+    const CXXRecordDecl *Next = Type->getAsCXXRecordDecl();
+    if (!Next)
+      if (const auto *Spec = Type->getAs<TemplateSpecializationType>())
+        if (const auto *Template = dyn_cast_or_null<ClassTemplateDecl>(
+                Spec->getTemplateName().getAsTemplateDecl()))
+          Next = Template->getTemplatedDecl();
+    if (!Next || mayDeriveFromModule(Next, Depth + 1))
+      return true;
+  }
+  return false;
 }
 
 /// ExprMutationAnalyzer::findFunctionArgMutation follows an argument into
@@ -74,8 +109,18 @@ bool skippableSystemBody(const Decl &D) {
   if (!FD || !tidy::torch::isSystemHeaderDecl(
                  D, D.getASTContext().getSourceManager()))
     return false;
-  return inLibraryNamespace(*FD, isa<CXXConstructorDecl>(FD)) &&
-         !hasForwardingReferenceParameter(*FD);
+  if (hasForwardingReferenceParameter(*FD))
+    return false;
+  // A module constructed in user code through a holder (TORCH_MODULE) has
+  // its constructor instantiated by the holder's members.
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(FD))
+    if (isTorchNN(*Method->getParent(), "ModuleHolder"))
+      return false;
+  // Constructors are never the callee of a CallExpr: the training-loop
+  // analysis does not ask about them.
+  if (const auto *Ctor = dyn_cast<CXXConstructorDecl>(FD))
+    return !mayDeriveFromModule(Ctor->getParent());
+  return inLibraryNamespace(*FD);
 }
 
 std::unique_ptr<ASTConsumer>

@@ -27,10 +27,12 @@ namespace torchtidy {
 /// code. Kept, besides user code:
 ///  - function templates with a forwarding-reference parameter (`T&&`):
 ///    clang's ExprMutationAnalyzer follows a variable into them;
-///  - functions outside the standard library's and LibTorch's namespaces:
-///    the training-loop analysis asks whether such a callee has a body;
-///  - constructors outside std, at, c10 and caffe2 (torch::nn's included):
-///    the tensor model reads module constructors for a `to()`.
+///  - functions outside the standard library's and LibTorch's namespaces
+///    (constructors aside): the training-loop analysis asks whether such a
+///    callee has a body;
+///  - constructors of classes that may derive from torch::nn::Module, and
+///    the members of torch::nn::ModuleHolder, which instantiate them: the
+///    tensor model reads module constructors for a `to()`.
 /// Sema itself never skips constexpr functions or deduced return types.
 bool skippableSystemBody(const clang::Decl &D);
 

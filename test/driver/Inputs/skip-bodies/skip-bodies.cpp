@@ -46,6 +46,24 @@ void fresh_module_that_moves_itself() {
   vision::Tiny tiny;
   auto x = torch::ones({2}).cuda();
   auto y = tiny->forward(x);
+  torch::nn::Moving2d moving;
+  auto z = moving->forward(x);
+  (void)y;
+  (void)z;
+}
+
+// The same for a module template of the user's: its constructor is
+// instantiated through the holder's members.
+template <int N> struct UserMovingImpl : torch::nn::Module {
+  UserMovingImpl() { to(torch::kCUDA); }
+  torch::Tensor forward(torch::Tensor x) { return x; }
+};
+using UserMoving2Impl = UserMovingImpl<2>;
+TORCH_MODULE(UserMoving2);
+void fresh_template_module_of_the_user() {
+  UserMoving2 net;
+  auto x = torch::ones({2}).cuda();
+  auto y = net->forward(x);
   (void)y;
 }
 

@@ -13,3 +13,14 @@ TORCH_MODULE(Tiny);
 // Runs no backward(); the training-loop analysis sees that in its body.
 inline void log_tensor(const torch::Tensor &t) { (void)t; }
 } // namespace vision
+
+// A module of LibTorch's own namespace (and one of a template) that moves
+// itself as well.
+namespace torch::nn {
+template <int Dim> struct MovingImpl : Module {
+  MovingImpl() { to(torch::kCUDA); }
+  torch::Tensor forward(torch::Tensor x) { return x; }
+};
+using Moving2dImpl = MovingImpl<2>;
+TORCH_MODULE(Moving2d);
+} // namespace torch::nn
