@@ -30,7 +30,7 @@ namespace {
 constexpr uint64_t MiB = uint64_t(1) << 20;
 // Peak memory of one parse (docs/driver.md, "Scheduling and memory"),
 // measured on examples/ with the system bodies skipped: the PCH of
-// <torch/torch.h> is 84 MB; building it peaks at 0.6 GB, a full parse of a
+// <torch/torch.h> is 79 MB; building it peaks at 0.57 GB, a full parse of a
 // TU at 0.42 GB, a parse that loads the PCH at 0.25 GB (0.87, 0.70 and 0.40
 // GB with every body, and a 121 MB PCH). Rounded up: 8x and 4x the PCH's
 // size; with no PCH to go by, a LibTorch TU.
