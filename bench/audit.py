@@ -1,27 +1,36 @@
 #!/usr/bin/env python3
 """How long does auditing a whole LibTorch codebase take?
 
-Generates a corpus of --tus translation units (default 12) from the sources
-in bench/corpus/ and examples/ (each includes <torch/torch.h>, directly or
-through examples/net.h; every copy gets its own name and one function of its
-own), with a compile_commands.json, and measures on it, one after the other:
+Generates corpora of --tus translation units (default: 10 and 40) over the
+real LibTorch headers, in one or both shapes (--shape):
 
-  syntax-only     clang++-19 -fsyntax-only, each TU in turn (the sum: the
-                  floor for anything that parses every TU in full)
-  run-clang-tidy  run-clang-tidy-19 -j J -load BUILD/lib/libTorchTidy.so
-                  -checks='-*,torch-*'
-  audit           torch-tidy --audit -j J, cold cache (PCHs built, all TUs
-                  analysed)
-  audit (warm)    the same command again: nothing changed
-  no-pch -j1      torch-tidy --audit --no-pch --no-result-cache -j1: the
-                  checks' cost over syntax-only, TU by TU (the overhead target)
+  homogeneous   the bodies of bench/corpus/ and examples/ in one directory,
+                one set of flags; each includes <torch/torch.h> itself or
+                through examples/net.h
+  project       the same bodies as a project that CMake builds
+                (bench/project_corpus.py): five targets, each with its own
+                compile directory and -I dir, every TU reaching
+                <torch/torch.h> through its project header
 
-For each it prints wall time, CPU time, peak RSS of the largest process
-(GNU time) and of the whole process tree (sampled every 50 ms), and the
-ratios. It also checks that the audit's findings equal the no-PCH run's.
+and measures on each, one after the other:
 
-Usage: bench/audit.sh [--tus N] [-j J] [--build-dir build] [--json FILE]
-                      [--skip-overhead] [--keep DIR]
+  syntax-only     clang++-19 -fsyntax-only, each TU in turn (the sum)
+  plugin          clang-tidy-19 --load=libTorchTidy.so, each TU in turn
+  tidy            torch-tidy TU by TU (-j1), no shared preamble: what the
+                  parse of one TU costs, system bodies skipped
+  tidy all-bodies the same with --no-skip-system-bodies
+  run-clang-tidy  run-clang-tidy-19 -j J -load libTorchTidy.so
+  audit cold      torch-tidy --audit -j J, empty cache
+  audit warm      the same command again: nothing changed
+
+For each it prints wall time, CPU time and peak RSS (of the largest process,
+GNU time; and of the process tree, sampled every 50 ms), then the ratios,
+with the corpora side by side. It checks that every torch-tidy run and
+run-clang-tidy report the same findings. The TU-by-TU rows cost minutes per
+TU set; --per-tu-max N measures them only on corpora of at most N TUs.
+
+Usage: bench/audit.sh [--tus 10,40] [-j 2] [--shape both] [--per-tu-max N]
+                      [--build-dir build] [--json FILE] [--keep DIR]
 """
 
 import argparse
@@ -37,18 +46,23 @@ import threading
 import time
 
 from benchlib import ROOT, libtorch_flags
+import project_corpus
 
 
-def make_corpus(out, count):
+def bodies():
+    return (sorted(glob.glob(os.path.join(ROOT, "bench", "corpus", "*.cpp")))
+            + [os.path.join(ROOT, "examples", n) for n in ("train.cpp", "eval.cpp")])
+
+
+def make_homogeneous(out, count):
     """OUT/src/tu_NN.cpp (+ net.h) and OUT/build/compile_commands.json."""
     src = os.path.join(out, "src")
     build = os.path.join(out, "build")
     os.makedirs(src)
     os.makedirs(build)
     shutil.copy(os.path.join(ROOT, "examples", "net.h"), src)
-    templates = (sorted(glob.glob(os.path.join(ROOT, "bench", "corpus", "*.cpp")))
-                 + [os.path.join(ROOT, "examples", n) for n in ("train.cpp", "eval.cpp")])
-    database = []
+    templates = bodies()
+    database, files = [], []
     for k in range(count):
         template = templates[k % len(templates)]
         with open(template) as f:
@@ -62,9 +76,15 @@ def make_corpus(out, count):
         database.append({"directory": src, "file": name,
                          "arguments": ["clang++-19"] + libtorch_flags()
                          + ["-c", name, "-o", name + ".o"]})
+        files.append(os.path.join(src, name))
     with open(os.path.join(build, "compile_commands.json"), "w") as f:
         json.dump(database, f, indent=2)
-    return src, build, [e["file"] for e in database]
+    return build, files
+
+
+def make_project(out, count):
+    return project_corpus.make(out, bodies(), 5, count, libtorch_flags(),
+                               compiler="clang++-19")
 
 
 def tree_rss_kib(pid):
@@ -124,113 +144,189 @@ def measure(cmd, cwd, ok=(0,), stdout=None):
             "rss_tree": peak[0], "stderr": err}
 
 
-def fmt(row):
-    return "wall %7.1f s  cpu %7.1f s  peak RSS %6.0f MiB (largest process) %6.0f MiB (tree)" % (
-        row["wall"], row["cpu"], row["rss_max"] / 1024, row["rss_tree"] / 1024)
+def summed(commands, ok=(0,)):
+    """The rows of (command, directory)s run one after the other, added up
+    (peaks: the largest)."""
+    total = {"wall": 0.0, "cpu": 0.0, "rss_max": 0, "rss_tree": 0, "stderr": ""}
+    for cmd, cwd in commands:
+        r = measure(cmd, cwd, ok)
+        for k in ("wall", "cpu"):
+            total[k] += r[k]
+        for k in ("rss_max", "rss_tree"):
+            total[k] = max(total[k], r[k])
+    return total
+
+
+def findings(path):
+    """(file, line, column, check) of every finding of a JSON report."""
+    with open(path) as f:
+        return sorted(set((d["file"], d["line"], d["column"], d["check"])
+                          for d in json.load(f)["findings"]))
+
+
+def rct_findings(text):
+    found = set()
+    for m in re.finditer(r"^(/[^:\n]+):(\d+):(\d+): (?:warning|error): .*\[([\w\-.,]+)\]$",
+                         text, re.M):
+        found.add((m.group(1), int(m.group(2)), int(m.group(3)),
+                   m.group(4).split(",")[0]))
+    return sorted(found)
+
+
+def run_corpus(shape, count, args, tools):
+    work = tempfile.mkdtemp(prefix="torch-tidy-audit-")
+    if args.keep:
+        work = os.path.join(os.path.abspath(args.keep), "%s-%d" % (shape, count))
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+    try:
+        build, files = (make_project if shape == "project" else make_homogeneous)(
+            os.path.join(work, "corpus"), count)
+        with open(os.path.join(build, "compile_commands.json")) as f:
+            entries = json.load(f)
+        cwd = os.path.dirname(files[0])
+        load = os.getloadavg()
+        print("\n%s corpus: %d TUs in %s; -j%d; load average %.1f %.1f %.1f on %d cores"
+              % (shape, len(files), os.path.dirname(build), args.jobs, load[0], load[1],
+                 load[2], os.cpu_count() or 0), flush=True)
+        rows = {}
+
+        def show(name):
+            r = rows[name]
+            print("  %-16s wall %7.1f s  cpu %7.1f s  peak RSS %6.0f MiB (largest) %6.0f MiB (tree)"
+                  % (name, r["wall"], r["cpu"], r["rss_max"] / 1024, r["rss_tree"] / 1024),
+                  flush=True)
+
+        per_tu = count <= args.per_tu_max
+        if per_tu:
+            rows["syntax-only"] = summed(
+                [(["clang++-19", "-fsyntax-only"] + syntax_only_args(e), e["directory"])
+                 for e in entries])
+            show("syntax-only")
+            rows["plugin"] = summed(
+                [([tools["clang-tidy"], "--load=" + tools["plugin"], "--checks=-*,torch-*",
+                   "--quiet", "-p", build, f], e["directory"])
+                 for e, f in zip(entries, files)], ok=(0, 1))
+            show("plugin")
+        cache = os.path.join(work, "cache")
+        outputs = {}
+        tidy = [tools["driver"], "--audit", "-p", build, "--format=json",
+                "--cache-dir=" + cache]
+        if per_tu:
+            for name, extra in (("tidy", []), ("tidy all-bodies", ["--no-skip-system-bodies"])):
+                outputs[name] = os.path.join(work, name.replace(" ", "-") + ".json")
+                rows[name] = measure(tidy + ["-j1", "--no-pch", "--no-result-cache"] + extra,
+                                     cwd, ok=(0, 1), stdout=outputs[name])
+                show(name)
+        rct = "run-clang-tidy -j%d" % args.jobs
+        rct_out = os.path.join(work, "run-clang-tidy.txt")
+        rows[rct] = measure([tools["run-clang-tidy"], "-j", str(args.jobs), "-p", build,
+                             "-load", tools["plugin"], "-clang-tidy-binary", tools["clang-tidy"],
+                             "-checks=-*,torch-*", "-quiet"], cwd, stdout=rct_out)
+        with open(rct_out) as f:
+            rct_found = rct_findings(f.read())
+        show(rct)
+        for name in ("audit cold", "audit warm"):
+            outputs[name] = os.path.join(work, name.replace(" ", "-") + ".json")
+            rows[name] = measure(tidy + ["-j%d" % args.jobs], cwd, ok=(0, 1),
+                                 stdout=outputs[name])
+            show(name)
+            summary = [l for l in rows[name]["stderr"].splitlines() if "audit:" in l]
+            print("      " + (summary[-1] if summary else "(no summary)"))
+
+        reference = open(outputs["audit cold"]).read()
+        same = all(open(p).read() == reference for p in outputs.values())
+        same_rct = findings(outputs["audit cold"]) == rct_found
+        return {"shape": shape, "tus": len(files), "load_start": load,
+                "load_end": os.getloadavg(), "rows": rows, "identical": same,
+                "identical_rct": same_rct, "rct_findings": len(rct_found)}
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def syntax_only_args(entry):
+    """The entry's arguments without the compiler, `-c` and `-o X`."""
+    a = list(entry["arguments"][1:])
+    while "-o" in a:
+        i = a.index("-o")
+        del a[i:i + 2]
+    return [x for x in a if x != "-c"]
+
+
+def ratios(result):
+    rows = result["rows"]
+    out = {}
+    rct = [k for k in rows if k.startswith("run-clang-tidy")][0]
+    out["run-clang-tidy / audit cold (wall)"] = rows[rct]["wall"] / rows["audit cold"]["wall"]
+    out["run-clang-tidy / audit cold (CPU)"] = rows[rct]["cpu"] / rows["audit cold"]["cpu"]
+    out["audit cold / warm (wall)"] = rows["audit cold"]["wall"] / rows["audit warm"]["wall"]
+    if "syntax-only" in rows:
+        base = rows["syntax-only"]
+        out["syntax-only sum / audit cold (wall)"] = base["wall"] / rows["audit cold"]["wall"]
+        for name in ("tidy", "tidy all-bodies", "plugin"):
+            out["%s / syntax-only (CPU)" % name] = rows[name]["cpu"] / base["cpu"]
+            out["%s / syntax-only (peak RSS)" % name] = rows[name]["rss_max"] / base["rss_max"]
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tus", type=int, default=12)
+    ap.add_argument("--tus", default="10,40", help="corpus sizes, comma-separated")
     ap.add_argument("-j", type=int, default=2, dest="jobs")
+    ap.add_argument("--shape", choices=("homogeneous", "project", "both"), default="both")
+    ap.add_argument("--per-tu-max", type=int, default=1000,
+                    help="measure the TU-by-TU rows only up to this many TUs")
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--json", help="also write the results here")
-    ap.add_argument("--skip-overhead", action="store_true",
-                    help="skip the slow TU-by-TU no-PCH run")
-    ap.add_argument("--keep", help="generate the corpus here and keep it")
+    ap.add_argument("--keep", help="generate the corpora under this directory and keep them")
     args = ap.parse_args()
 
     build_dir = os.path.abspath(args.build_dir)
-    plugin = os.path.join(build_dir, "lib", "libTorchTidy.so")
-    driver = os.path.join(build_dir, "bin", "torch-tidy")
-    for tool in ("clang++-19", "run-clang-tidy-19", "clang-tidy-19"):
-        if not shutil.which(tool):
-            sys.exit("error: %s not found (run scripts/setup.sh)" % tool)
-    for path in (plugin, driver, "/usr/bin/time"):
+    tools = {"plugin": os.path.join(build_dir, "lib", "libTorchTidy.so"),
+             "driver": os.path.join(build_dir, "bin", "torch-tidy"),
+             "clang-tidy": shutil.which("clang-tidy-19"),
+             "run-clang-tidy": shutil.which("run-clang-tidy-19")}
+    for name in ("clang-tidy", "run-clang-tidy"):
+        if not tools[name] or not shutil.which("clang++-19"):
+            sys.exit("error: clang++-19, clang-tidy-19 or run-clang-tidy-19 not found "
+                     "(run scripts/setup.sh)")
+    for path in (tools["plugin"], tools["driver"], "/usr/bin/time"):
         if not os.path.exists(path):
             sys.exit("error: %s not found (build first; apt-get install time)" % path)
     if not any(os.path.isfile(os.path.join(d, "torch", "torch.h")) for d in libtorch_flags()):
         sys.exit("error: the LibTorch headers are not installed (libtorch-dev)")
 
-    work = os.path.abspath(args.keep) if args.keep else tempfile.mkdtemp(prefix="torch-tidy-audit-")
-    if args.keep and os.path.exists(work):
-        shutil.rmtree(work)
-    try:
-        src, build, tus = make_corpus(work, args.tus)
-        cache = os.path.join(work, "cache")
-        load = os.getloadavg()
-        print("corpus: %d TUs in %s; -j%d; load average %.1f %.1f %.1f on %d cores"
-              % (len(tus), src, args.jobs, load[0], load[1], load[2], os.cpu_count() or 0),
-              flush=True)
-        rows = {}
+    shapes = ("homogeneous", "project") if args.shape == "both" else (args.shape,)
+    sizes = [int(n) for n in args.tus.split(",")]
+    results = [run_corpus(s, n, args, tools) for s in shapes for n in sizes]
 
-        total = {"wall": 0.0, "cpu": 0.0, "rss_max": 0, "rss_tree": 0}
-        for tu in tus:
-            r = measure(["clang++-19", "-fsyntax-only"] + libtorch_flags() + [tu], src)
-            total["wall"] += r["wall"]
-            total["cpu"] += r["cpu"]
-            total["rss_max"] = max(total["rss_max"], r["rss_max"])
-            total["rss_tree"] = max(total["rss_tree"], r["rss_tree"])
-        rows["syntax-only (sum)"] = total
-        print("  %-22s %s" % ("syntax-only (sum)", fmt(total)), flush=True)
-
-        rows["run-clang-tidy -j%d" % args.jobs] = measure(
-            ["run-clang-tidy-19", "-j", str(args.jobs), "-p", build, "-load", plugin,
-             "-clang-tidy-binary", shutil.which("clang-tidy-19"),
-             "-checks=-*,torch-*", "-quiet"], src)
-        print("  %-22s %s" % ("run-clang-tidy -j%d" % args.jobs,
-                              fmt(rows["run-clang-tidy -j%d" % args.jobs])), flush=True)
-
-        audit_cmd = [driver, "--audit", "-p", build, "-j%d" % args.jobs,
-                     "--cache-dir=" + cache, "--format=json"]
-        audit_json = os.path.join(work, "audit.json")
-        rows["audit -j%d" % args.jobs] = measure(audit_cmd, src, ok=(0, 1), stdout=audit_json)
-        print("  %-22s %s" % ("audit -j%d" % args.jobs, fmt(rows["audit -j%d" % args.jobs])),
-              flush=True)
-        summary = [l for l in rows["audit -j%d" % args.jobs]["stderr"].splitlines()
-                   if "audit:" in l]
-        print("      " + (summary[-1] if summary else "(no summary)"))
-        warm_json = os.path.join(work, "warm.json")
-        rows["audit (warm)"] = measure(audit_cmd, src, ok=(0, 1), stdout=warm_json)
-        print("  %-22s %s" % ("audit (warm)", fmt(rows["audit (warm)"])), flush=True)
-
-        same = open(audit_json).read() == open(warm_json).read()
-        if not args.skip_overhead:
-            full_json = os.path.join(work, "full.json")
-            rows["no-pch -j1"] = measure(
-                [driver, "--audit", "-p", build, "-j1", "--no-pch", "--no-result-cache",
-                 "--cache-dir=" + cache, "--format=json"], src, ok=(0, 1), stdout=full_json)
-            print("  %-22s %s" % ("no-pch -j1", fmt(rows["no-pch -j1"])), flush=True)
-            same = same and open(audit_json).read() == open(full_json).read()
-
-        rct = rows["run-clang-tidy -j%d" % args.jobs]
-        audit = rows["audit -j%d" % args.jobs]
-        ratios = {
-            "run-clang-tidy / audit (wall)": rct["wall"] / audit["wall"],
-            "audit cold / warm (wall)": audit["wall"] / rows["audit (warm)"]["wall"],
-            "syntax-only sum / audit (wall)": total["wall"] / audit["wall"],
-        }
-        if "no-pch -j1" in rows:
-            ratios["no-pch -j1 / syntax-only (CPU)"] = rows["no-pch -j1"]["cpu"] / total["cpu"]
-            ratios["no-pch -j1 / syntax-only (wall)"] = rows["no-pch -j1"]["wall"] / total["wall"]
-        print()
-        for name, value in ratios.items():
-            print("  %-34s %6.2fx" % (name, value))
-        print("  findings identical (cold, warm%s): %s"
-              % ("" if args.skip_overhead else ", no-pch", "yes" if same else "NO"))
-        end_load = os.getloadavg()
-        print("  load average at the end: %.1f %.1f %.1f" % end_load)
-        if args.json:
-            for row in rows.values():
+    print("\n%-38s" % "" + "".join("%16s" % ("%s %d" % (r["shape"][:7], r["tus"]))
+                                    for r in results))
+    names = []
+    for r in results:
+        for k in ratios(r):
+            if k not in names:
+                names.append(k)
+    for name in names:
+        cells = []
+        for r in results:
+            v = ratios(r).get(name)
+            cells.append("%15.2fx" % v if v is not None else "%16s" % "-")
+        print("%-38s" % name + "".join(cells))
+    print("%-38s" % "findings identical (all torch-tidy runs)"
+          + "".join("%16s" % ("yes" if r["identical"] else "NO") for r in results))
+    print("%-38s" % "... and run-clang-tidy's"
+          + "".join("%16s" % ("yes" if r["identical_rct"] else "NO") for r in results))
+    print("load average at the end: %.1f %.1f %.1f" % os.getloadavg())
+    if args.json:
+        for r in results:
+            for row in r["rows"].values():
                 row.pop("stderr", None)
-            with open(args.json, "w") as f:
-                json.dump({"tus": len(tus), "jobs": args.jobs, "load_start": load,
-                           "load_end": end_load, "rows": rows, "ratios": ratios,
-                           "identical": same}, f, indent=2)
-        return 0 if same else 1
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+            r["ratios"] = ratios(r)
+        with open(args.json, "w") as f:
+            json.dump({"jobs": args.jobs, "results": results}, f, indent=2)
+    return 0 if all(r["identical"] and r["identical_rct"] for r in results) else 1
 
 
 if __name__ == "__main__":

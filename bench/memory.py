@@ -67,7 +67,7 @@ def main():
     config = "--config={Checks: '-*,torch-*'}"
 
     commands = [("syntax-only", [clangxx, "-fsyntax-only"] + flags + [tu], {0})]
-    commands.append(("torch-tidy", [driver, config, checks, "--quiet", "-j1",
+    commands.append(("torch-tidy", [driver, config, checks, "--quiet", "-j1", "--no-pch",
                                     tu, "--"] + flags, {0, 1}))
     if os.path.exists(plugin):
         commands.append(("plugin", [clang_tidy, "--load=" + plugin, config,

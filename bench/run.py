@@ -7,7 +7,12 @@ at a time, the wall time and peak RSS (GNU time) of:
 
   syntax-only  clang++-19 -fsyntax-only <flags> TU
   plugin       clang-tidy-19 --load=BUILD/lib/libTorchTidy.so --checks='-*,torch-*' TU -- <flags>
-  torch-tidy   BUILD/bin/torch-tidy --checks='-*,torch-*' -j 1 TU -- <flags>   (when built)
+  torch-tidy   BUILD/bin/torch-tidy --checks='-*,torch-*' -j 1 --no-pch TU -- <flags>
+               (when built): one TU parsed in full, system bodies skipped
+  all-bodies   the same with --no-skip-system-bodies
+  pre-commit   BUILD/bin/torch-tidy ... TU -- <flags> with a warm cache (the
+               shared preamble built by one untimed run first): what the
+               pre-commit hook costs per changed file
 
 each the median of --runs runs, and prints a table with the per-TU ratios to
 syntax-only and their medians (of CPU time, wall time and peak RSS; on a
@@ -32,7 +37,8 @@ from benchlib import ROOT, libtorch_flags
 
 
 def measure(cmd, ok_codes, cwd):
-    """(wall s, CPU s (user + system), peak RSS KiB) of one run of cmd."""
+    """(wall s, CPU s (user + system), peak RSS KiB, output) of one run of
+    cmd."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
         full = ["/usr/bin/time", "-o", tf.name, "-f", "%e %U %S %M"] + cmd
         proc = subprocess.run(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -42,12 +48,14 @@ def measure(cmd, ok_codes, cwd):
         sys.exit("error: exit %d from: %s\n%s" % (proc.returncode, " ".join(cmd),
                                                  proc.stdout[-3000:]))
     wall, user, system, rss = fields[-4:]
-    return float(wall), float(user) + float(system), int(rss)
+    return float(wall), float(user) + float(system), int(rss), proc.stdout
 
 
 def median_of(runs, cmd, ok_codes, cwd):
+    """The medians of wall, CPU and peak RSS, and the first run's output."""
     samples = [measure(cmd, ok_codes, cwd) for _ in range(runs)]
-    return tuple(statistics.median(s[i] for s in samples) for i in range(3))
+    return tuple(statistics.median(s[i] for s in samples)
+                 for i in range(3)) + (samples[0][3],)
 
 
 def main():
@@ -79,9 +87,14 @@ def main():
     tools = [("syntax-only", lambda tu: ["clang++-19", "-fsyntax-only"] + flags + [tu], (0,)),
              ("plugin", lambda tu: ["clang-tidy-19", "--load=" + plugin,
                                     "--checks=-*,torch-*", "--quiet", tu, "--"] + flags, (0,))]
+    cache = os.path.join(scratch, "cache")
     if os.access(driver, os.X_OK):
-        tools.append(("torch-tidy", lambda tu: [driver, "--checks=-*,torch-*", "-j", "1",
-                                                "--quiet", tu, "--"] + flags, (0, 1)))
+        tidy = [driver, "--checks=-*,torch-*", "-j", "1", "--quiet"]
+        tools += [("torch-tidy", lambda tu: tidy + ["--no-pch", tu, "--"] + flags, (0, 1)),
+                  ("all-bodies", lambda tu: tidy + ["--no-pch", "--no-skip-system-bodies",
+                                                    tu, "--"] + flags, (0, 1)),
+                  ("pre-commit", lambda tu: tidy + ["--cache-dir=" + cache, tu, "--"]
+                   + flags, (0, 1))]
     else:
         print("note: %s not built; measuring the plugin only" % driver)
 
@@ -90,6 +103,7 @@ def main():
           % (len(tus), args.runs, load, os.cpu_count() or 0,
              " (busy machine: numbers are noisy)" if load > 1.0 else ""))
     results = []
+    identical = True
     try:
         for tu in tus:
             src_dir = os.path.dirname(os.path.abspath(tu))
@@ -99,11 +113,19 @@ def main():
                     "compile_commands.json*", "CMakeLists.txt"))
             local = os.path.join(work, os.path.basename(tu))
             row = {"tu": os.path.relpath(os.path.abspath(tu), ROOT)}
+            if any(t[0] == "pre-commit" for t in tools):
+                measure([t for t in tools if t[0] == "pre-commit"][0][1](local),
+                        (0, 1), work)  # warms the cache (untimed)
+            outputs = {}
             for name, make, ok in tools:
-                row[name] = median_of(args.runs, make(local), ok, work)
+                *row[name], outputs[name] = median_of(args.runs, make(local), ok, work)
                 print("  %-32s %-12s wall %6.2f s  cpu %6.2f s  %6.0f MiB"
                       % (row["tu"], name, row[name][0], row[name][1], row[name][2] / 1024),
                       flush=True)
+            # The driver's findings, however it parses, are the same bytes.
+            driver_outputs = {outputs[n] for n in outputs if n not in ("syntax-only", "plugin")}
+            row["identical"] = len(driver_outputs) <= 1
+            identical = identical and row["identical"]
             results.append(row)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -127,13 +149,17 @@ def main():
               % (n, len(results), ratio["cpu"], (ratio["cpu"] - 1) * 100,
                  ratio["wall"], (ratio["wall"] - 1) * 100,
                  ratio["rss"], (ratio["rss"] - 1) * 100))
+    print("torch-tidy's findings identical with and without skipping and with the "
+          "warm preamble: %s" % ("yes" if identical else "NO"))
+    end_load = os.getloadavg()[0]
+    print("load average: %.1f at the start, %.1f at the end" % (load, end_load))
     if load > 1.0:
         print("(the machine was busy: CPU time is the more trustworthy figure)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": args.runs, "load": load, "results": results,
-                       "summary": summary}, f, indent=2)
-    return 0
+                       "summary": summary, "identical": identical}, f, indent=2)
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@
 #include "MemoryBudget.h"
 #include "Messages.h"
 #include "ResultCache.h"
-#include "SharedPch.h"
+#include "PreamblePlan.h"
 #include "Terminal.h"
 #include "clang-tidy/ClangTidyOptions.h"
 #include "clang/Basic/Version.h"
@@ -32,10 +32,11 @@ namespace {
 
 constexpr uint64_t MiB = uint64_t(1) << 20;
 // Peak memory of one parse (docs/driver.md, "Scheduling and memory"),
-// measured on examples/: the PCH of <torch/torch.h> is 121 MB; building it
-// peaks at 0.87 GB, a full parse of a TU at 0.70 GB, a parse that loads the
-// PCH at 0.40 GB. Rounded up: 8x and 4x the PCH's size; with no PCH to go
-// by, a LibTorch TU.
+// measured on examples/ with the system bodies skipped: the PCH of
+// <torch/torch.h> is 79 MB; building it peaks at 0.57 GB, a full parse of a
+// TU at 0.42 GB, a parse that loads the PCH at 0.25 GB (0.87, 0.70 and 0.40
+// GB with every body, and a 121 MB PCH). Rounded up: 8x and 4x the PCH's
+// size; with no PCH to go by, a LibTorch TU.
 constexpr uint64_t UnknownParseBytes = 1024 * MiB;
 constexpr uint64_t FullParseBytesPerPCHByte = 8;
 constexpr uint64_t PCHParseBytesPerPCHByte = 4;
@@ -49,35 +50,15 @@ bool isCxxSource(StringRef File) {
                       Ext);
 }
 
-/// Flags that put something before the main file or change how headers are
-/// read: a shared PCH would change their meaning.
-bool blocksPCH(ArrayRef<std::string> Args) {
-  for (StringRef Arg : Args)
-    if (Arg.starts_with("-include") || Arg.starts_with("-imacros") ||
-        Arg.starts_with("-fmodules") || Arg.starts_with("-x") ||
-        Arg.starts_with("--driver-mode=cl") || Arg.starts_with("/FI") ||
-        Arg.starts_with("/Yu"))
-      return true;
-  return false;
-}
-
-enum class PCHStatus { Unused, Building, Ready, Failed };
-
-struct Group {
-  std::unique_ptr<SharedPCH> PCH;
-  std::atomic<PCHStatus> Status{PCHStatus::Unused};
-  unsigned Misses = 0;
-  std::atomic<uint64_t> PCHBytes{0}; // the PCH's size, once known
-};
-
 struct TUPlan {
-  std::string CacheKey;              // "" when the result cache is off
-  std::string FlagsKey;              // "" when the TU cannot use a PCH
-  std::vector<std::string> FlagArgs; // arguments without the source file
+  std::string CacheKey; // "" when the result cache is off
   std::string Directory;
-  uint64_t Size = 0;       // of the main file
-  Group *Shared = nullptr; // its PCH group, if any
+  std::optional<PreambleFlags> Flags; // when it can share a preamble
+  uint64_t Size = 0;                  // of the main file
+  bool SkipBodies = true;
   bool Hit = false;
+  /// The PCH the first analysis loaded; the cross-TU phase loads it again.
+  SharedPreambles::Use Preamble;
 };
 
 /// `[i/N] ETA 1m05s file` on a terminal; nothing elsewhere.
@@ -117,6 +98,8 @@ public:
           const AuditOptions &Audit)
       : Jobs(Jobs), Options(Options), Audit(Audit),
         Cache(Audit.CacheDir, Digests), Budget(budgetBytes(Audit)),
+        Preambles({Audit.CacheDir, Audit.ToolId, Audit.MinSharers},
+                  Digests, [this](const Twine &Text) { noteOnce(Text); }),
         Plans(Jobs.size()), Results(Jobs.size()) {}
 
   std::vector<TUResult> run() {
@@ -128,7 +111,8 @@ public:
     analyse();
     if (Audit.CrossTU)
       crossTranslationUnit();
-    summarise();
+    if (Audit.Summary)
+      summarise();
     return std::move(Results);
   }
 
@@ -150,28 +134,24 @@ private:
       sys::fs::file_status Status;
       if (!sys::fs::status(Job.File, Status))
         P.Size = Status.getSize();
+      clang::tidy::ClangTidyOptions FileOptions =
+          clang::tidy::ClangTidyOptions::getDefaults().merge(
+              Provider->getOptions(Job.File), 0);
+      P.SkipBodies = skipsSystemBodies(Options, FileOptions);
       json::Array Commands;
       for (const clang::tooling::CompileCommand &Command : Job.Commands) {
         std::vector<std::string> Args =
             effectiveArguments(Job, Command, Options);
         Commands.push_back(json::Array{Command.Directory, json::Array(Args)});
-        if (Job.Commands.size() != 1 || !isCxxSource(Job.File) ||
-            blocksPCH(Args))
+        if (Job.Commands.size() != 1 || !isCxxSource(Job.File))
           continue;
-        for (const std::string &Arg : Args)
-          if (normalizePath(Arg, Command.Directory) != Job.File)
-            P.FlagArgs.push_back(Arg);
         P.Directory = Command.Directory;
-        P.FlagsKey = digestOf(formatv("{0}", json::Value(json::Array{
-                                                 Command.Directory,
-                                                 sys::path::extension(Job.File),
-                                                 json::Array(P.FlagArgs)}))
-                                  .str());
+        P.Flags = splitPreambleFlags(Args, Command.Directory, Job.File);
       }
+      // The mode of parsing is part of what decides the findings.
+      Commands.push_back(P.SkipBodies ? "skip-system-bodies" : "all-bodies");
       if (Audit.UseResultCache) {
-        std::string Config = clang::tidy::configurationAsText(
-            clang::tidy::ClangTidyOptions::getDefaults().merge(
-                Provider->getOptions(Job.File), 0));
+        std::string Config = clang::tidy::configurationAsText(FileOptions);
         P.CacheKey = ResultCache::key(
             Audit.ToolId, Job.File,
             formatv("{0}", json::Value(std::move(Commands))).str(), Config);
@@ -191,58 +171,12 @@ private:
     }
   }
 
-  /// Groups all TUs (so that the prefixes do not depend on what changed)
-  /// and checks the PCHs of the groups that have TUs to analyse.
   void planPCHs() {
-    std::vector<PrefixCandidate> Candidates(Jobs.size());
-    for (size_t I = 0; I < Jobs.size(); ++I) {
-      if (Plans[I].FlagsKey.empty())
-        continue;
-      auto Text = MemoryBuffer::getFile(Jobs[I].File);
-      if (!Text)
-        continue;
-      Candidates[I].FlagsKey = Plans[I].FlagsKey;
-      Candidates[I].Includes =
-          resolveIncludes(leadingIncludes((*Text)->getBuffer()), Jobs[I].File);
-    }
-    for (PrefixGroup &PG : planPrefixGroups(Candidates)) {
-      auto G = std::make_unique<Group>();
-      for (size_t I : PG.Members)
-        G->Misses += !Plans[I].Hit;
-      if (G->Misses == 0)
-        continue;
-      const TUPlan &First = Plans[PG.Members.front()];
-      G->PCH = std::make_unique<SharedPCH>(
-          SharedPCH::Request{Audit.CacheDir, Audit.ToolId, First.Directory,
-                             First.FlagArgs, PG.Includes},
-          Digests);
-      std::string Prefix = describePrefix(PG.Includes);
-      switch (G->PCH->check()) {
-      case SharedPCH::State::Ready:
-        G->Status = PCHStatus::Ready;
-        G->PCHBytes = fileSize(G->PCH->path());
-        break;
-      case SharedPCH::State::Unusable:
-        noteOnce(formatv("not using a precompiled header for {0}: {1}; its "
-                         "translation units are parsed in full",
-                         Prefix, G->PCH->reason()));
-        G->Status = PCHStatus::Failed;
-        break;
-      case SharedPCH::State::Stale:
-        if (G->Misses >= 2)
-          noteOnce(formatv("the precompiled header of {0} is stale ({1}); "
-                           "rebuilding it",
-                           Prefix, G->PCH->reason()));
-        [[fallthrough]];
-      case SharedPCH::State::Missing:
-        // One TU alone parses faster in full than with a PCH to build.
-        G->Status = G->Misses >= 2 ? PCHStatus::Building : PCHStatus::Failed;
-        break;
-      }
-      for (size_t I : PG.Members)
-        Plans[I].Shared = G.get();
-      Groups.push_back(std::move(G));
-    }
+    std::vector<PreambleInput> Inputs(Jobs.size());
+    for (size_t I = 0; I < Jobs.size(); ++I)
+      Inputs[I] = {Jobs[I].File, Plans[I].Directory, Plans[I].Flags,
+                   Plans[I].SkipBodies, !Plans[I].Hit};
+    Preambles.plan(std::move(Inputs));
   }
 
   static uint64_t fileSize(StringRef Path) {
@@ -250,12 +184,14 @@ private:
     return sys::fs::status(Path, Status) ? 0 : Status.getSize();
   }
 
-  uint64_t estimate(const Group *G, bool WithPCH) const {
-    if (!G || !G->PCHBytes)
+  /// A parse's peak memory, from the size of the PCH of TU \p I.
+  uint64_t estimate(size_t I, bool WithPCH) const {
+    uint64_t PCHBytes = Preambles.pchBytes(I);
+    if (!PCHBytes)
       return UnknownParseBytes;
     return std::max(MinParseBytes,
-                    G->PCHBytes * (WithPCH ? PCHParseBytesPerPCHByte
-                                           : FullParseBytesPerPCHByte));
+                    PCHBytes * (WithPCH ? PCHParseBytesPerPCHByte
+                                        : FullParseBytesPerPCHByte));
   }
 
   void analyse() {
@@ -268,12 +204,11 @@ private:
       return Plans[A].Size != Plans[B].Size ? Plans[A].Size > Plans[B].Size
                                             : Jobs[A].File < Jobs[B].File;
     });
-    // The PCH builds go first; a TU whose PCH is still being built when a
-    // thread takes it is parsed in full rather than waited for.
+    // The PCH builds go first; a TU whose PCH is still being built waits
+    // for it while the queue is long (SharedPreambles::start).
     std::vector<std::function<void()>> Work;
-    for (auto &G : Groups)
-      if (G->Status == PCHStatus::Building)
-        Work.push_back([this, G = G.get()] { buildPCH(*G); });
+    for (size_t G : Preambles.pendingBuilds())
+      Work.push_back([this, G] { buildPCH(G); });
     for (size_t I : Order)
       Work.push_back([this, I] { analyseOne(I); });
     if (Order.empty())
@@ -286,8 +221,7 @@ private:
 
   /// Runs \p Work on up to -j threads, in order of the list.
   void runInParallel(const std::vector<std::function<void()>> &Work) {
-    unsigned Threads = Options.Jobs
-                           ? Options.Jobs
+    Threads = Options.Jobs ? Options.Jobs
                            : hardware_concurrency().compute_thread_count();
     Threads = std::max(1u, std::min<unsigned>(Threads, Work.size()));
     std::atomic<size_t> Next{0};
@@ -332,21 +266,10 @@ private:
   }
 
   void reanalyse(size_t I, const std::string &Key) {
-    Group *G = Plans[I].Shared;
-    bool WithPCH = G && G->Status == PCHStatus::Ready;
     TUExtras Extras;
-    Extras.CollectDependencies = true;
-    if (WithPCH)
-      Extras.PCHPath = G->PCH->path();
-    TUResult R;
-    {
-      MemoryReservation Reserve(Budget, estimate(G, WithPCH));
-      R = runTU(Jobs[I], Options, Extras);
-      if (WithPCH && R.CompileError) {
-        Extras.PCHPath.clear();
-        R = runTU(Jobs[I], Options, Extras);
-      }
-    }
+    Extras.CollectDependencies = Audit.UseResultCache;
+    bool WithPCH = false;
+    TUResult R = parse(I, Extras, WithPCH);
     ++CrossAnalysed;
     llvm::erase_if(R.Dependencies, [&](const std::string &File) {
       return StringRef(File).starts_with(Audit.CacheDir);
@@ -357,56 +280,50 @@ private:
     Results[I] = std::move(R);
   }
 
-  void buildPCH(Group &G) {
-    bool Ready;
-    {
-      MemoryReservation Reserve(Budget, estimate(&G, /*WithPCH=*/false));
-      Ready = G.PCH->build();
-    }
-    if (Ready) {
-      G.PCHBytes = fileSize(G.PCH->path());
-      ++Built;
-    } else {
-      noteOnce(formatv("not using a precompiled header for {0}: {1}; its "
-                       "translation units are parsed in full",
-                       describePrefix(G.PCH->request().Includes),
-                       G.PCH->reason()));
-    }
-    G.Status = Ready ? PCHStatus::Ready : PCHStatus::Failed;
+  /// Runs TU \p I with the preamble its first analysis chose
+  /// (TUPlan::Preamble), in full when that fails: the TU's text does not
+  /// allow the PCH, or the PCH may be the cause of an error (a header
+  /// changed during the run, say). \p WithPCH: whether the PCH served.
+  TUResult parse(size_t I, TUExtras Extras, bool &WithPCH) {
+    const TUJob &Job = Jobs[I];
+    const SharedPreambles::Use &Use = Plans[I].Preamble;
+    WithPCH = !Use.PCHPath.empty();
+    MemoryReservation Reserve(Budget, estimate(I, WithPCH));
+    Extras.PCHPath = Use.PCHPath;
+    Extras.Preamble = Use.Facts;
+    TUResult R = runTU(Job, Options, Extras);
+    if (!WithPCH || (!R.CompileError && R.PreambleProblem.empty()))
+      return R;
+    Extras.PCHPath.clear();
+    Extras.Preamble = nullptr;
+    TUResult Full = runTU(Job, Options, Extras);
+    if (!R.PreambleProblem.empty())
+      Preambles.fellBack(I, "'" + Job.File + "': " + R.PreambleProblem);
+    else if (!Full.CompileError)
+      Preambles.fellBack(I, firstError(R));
+    WithPCH = false;
+    Plans[I].Preamble = {}; // the second phase parses it in full too
+    return Full;
+  }
+
+  void buildPCH(size_t G) {
+    // A PCH build peaks about as high as a full parse.
+    MemoryReservation Reserve(Budget, UnknownParseBytes);
+    Preambles.build(G);
   }
 
   void analyseOne(size_t I) {
     const TUJob &Job = Jobs[I];
-    Group *G = Plans[I].Shared;
-    bool WithPCH = G && G->Status == PCHStatus::Ready;
-    Progress->start(Job.File);
+    if (Audit.Summary)
+      Progress->start(Job.File);
+    else if (Options.OnStart)
+      Options.OnStart(Job);
     TUExtras Extras;
-    Extras.CollectDependencies = true;
+    Extras.CollectDependencies = Audit.UseResultCache;
     Extras.ExportSummaries = Audit.CrossTU;
-    TUResult R;
-    {
-      MemoryReservation Reserve(Budget, estimate(G, WithPCH));
-      // The PCH may have been built while this waited for memory; what was
-      // reserved for a full parse covers a parse with the PCH.
-      WithPCH = G && G->Status == PCHStatus::Ready;
-      if (WithPCH)
-        Extras.PCHPath = G->PCH->path();
-      R = runTU(Job, Options, Extras);
-      if (WithPCH && R.CompileError) {
-        // The PCH may be the cause (say, a header changed during the run):
-        // the full parse decides.
-        Extras.PCHPath.clear();
-        TUResult Full = runTU(Job, Options, Extras);
-        if (!Full.CompileError) {
-          std::lock_guard<std::mutex> Lock(Mutex);
-          if (FallbackExample.empty())
-            FallbackExample = firstError(R);
-          ++FellBack;
-        }
-        WithPCH = false;
-        R = std::move(Full);
-      }
-    }
+    Plans[I].Preamble = Preambles.start(I, Threads);
+    bool WithPCH = false;
+    TUResult R = parse(I, Extras, WithPCH);
     ++Analysed;
     UsedPCH += WithPCH;
     // Only the sources count: the PCH's own files are in the cache.
@@ -416,7 +333,8 @@ private:
     if (Audit.UseResultCache)
       Cache.store(Plans[I].CacheKey, R);
     Results[I] = std::move(R);
-    Progress->finished();
+    if (Audit.Summary)
+      Progress->finished();
   }
 
   static std::string firstError(const TUResult &R) {
@@ -427,6 +345,8 @@ private:
   }
 
   void noteOnce(const Twine &Message) {
+    if (!Audit.Summary)
+      return; // a plain run says nothing of its caches
     std::string Text = Message.str();
     std::lock_guard<std::mutex> Lock(Mutex);
     if (Noted.insert(Text).second)
@@ -434,23 +354,27 @@ private:
   }
 
   void summarise() {
-    if (FellBack)
+    Preambles.finish();
+    if (unsigned FellBack = Preambles.fellBackCount())
       printNote(formatv("the precompiled header could not be used for {0} "
                         "translation unit(s), which were parsed in full "
                         "(first: {1})",
-                        unsigned(FellBack), FallbackExample));
+                        FellBack, Preambles.fallbackExample()));
+    std::string PCHs = Preambles.describeUsed();
+    if (!PCHs.empty())
+      PCHs = ": " + PCHs;
     std::string Parallel;
     if (Analysed)
       Parallel = formatv("; at most {0} at once within a {1} MiB memory budget",
                          Budget.peakHolders(), Budget.total() / MiB)
                      .str();
     if (Audit.Stats)
-      *Audit.Stats = {Reused, Analysed, UsedPCH, Built};
+      *Audit.Stats = {Reused, Analysed, UsedPCH, Preambles.built()};
     printNote(formatv("audit: {0} translation unit(s): {1} from the result "
                       "cache, {2} analysed ({3} with a precompiled header, "
-                      "{4} precompiled header(s) built){5}",
+                      "{4} precompiled header(s) built{5}){6}",
                       Jobs.size(), unsigned(Reused), unsigned(Analysed),
-                      unsigned(UsedPCH), unsigned(Built), Parallel));
+                      unsigned(UsedPCH), Preambles.built(), PCHs, Parallel));
     if (CrossAnalysed || CrossReused)
       printNote(formatv("audit: across translation units, {0} translation "
                         "unit(s) analysed again with the program's summaries "
@@ -465,16 +389,16 @@ private:
   FileDigests Digests;
   ResultCache Cache;
   MemoryBudget Budget;
+  SharedPreambles Preambles;
   std::vector<TUPlan> Plans;
   std::vector<TUResult> Results;
-  std::vector<std::unique_ptr<Group>> Groups;
   std::unique_ptr<ETAProgress> Progress;
+  unsigned Threads = 1;
 
   std::mutex Mutex;
   std::set<std::string> Noted;
-  std::string FallbackExample;
-  std::atomic<unsigned> Reused{0}, Analysed{0}, UsedPCH{0}, Built{0},
-      FellBack{0}, CrossAnalysed{0}, CrossReused{0};
+  std::atomic<unsigned> Reused{0}, Analysed{0}, UsedPCH{0}, CrossAnalysed{0},
+      CrossReused{0};
 };
 
 } // namespace

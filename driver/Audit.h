@@ -43,6 +43,11 @@ struct AuditOptions {
   bool CrossTU = true;
   /// Filled at the end when not null.
   AuditStats *Stats = nullptr;
+  /// TUs to analyse that a shared PCH must serve for it to be built.
+  unsigned MinSharers = 2;
+  /// The summary line and the notes on the caches (--audit); without it
+  /// RunOptions::OnStart reports each TU as it starts (a plain run).
+  bool Summary = true;
 };
 
 /// A digest of this torch-tidy binary (path, size, modification time) and
@@ -50,8 +55,10 @@ struct AuditOptions {
 std::string toolIdentity(const char *Argv0);
 
 /// Analyses every job as runAll() does, with the caches and the PCHs; the
-/// result at index I belongs to Jobs[I]. Prints one summary note and, once
-/// each, why a PCH was not used.
+/// result at index I belongs to Jobs[I]. With AuditOptions::Summary, prints
+/// one summary note and, once each, why a PCH was not used. A plain run
+/// (the pre-commit hook) uses it without the result cache, to share the
+/// preambles that an audit or an earlier run left in the cache directory.
 std::vector<TUResult> runAudit(const std::vector<TUJob> &Jobs,
                                const RunOptions &Options,
                                const AuditOptions &Audit);

@@ -22,9 +22,11 @@
 #include "FileDigest.h"
 #include "Messages.h"
 #include "SummaryExporter.h"
+#include "SystemBodies.h"
 #include "analysis/TensorFlowAnalysis.h"
 #include "clang-tidy/ClangTidy.h"
 #include "clang-tidy/ClangTidyModule.h"
+#include "clang-tidy/GlobList.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/CompilerInvocation.h"
 #include "clang/Frontend/FrontendActions.h"
@@ -79,20 +81,25 @@ class AllDependencies : public DependencyCollector {
 
 class TidyActionFactory : public FrontendActionFactory {
 public:
-  TidyActionFactory(ClangTidyContext &Context, const TUExtras &Extras)
-      : ConsumerFactory(Context), Extras(Extras) {
+  TidyActionFactory(ClangTidyContext &Context, bool SkipBodies,
+                    const TUExtras &Extras)
+      : ConsumerFactory(Context), SkipBodies(SkipBodies), Extras(Extras) {
     if (Extras.CollectDependencies)
       Dependencies = std::make_shared<AllDependencies>();
   }
 
   std::unique_ptr<FrontendAction> create() override {
+    if (Extras.Preamble && !Extras.PCHPath.empty())
+      Guard = std::make_unique<PreambleGuard>(*Extras.Preamble);
     return std::make_unique<Action>(
         ConsumerFactory, Dependencies,
-        Extras.ExportSummaries ? &SummaryExport : nullptr);
+        Extras.ExportSummaries ? &SummaryExport : nullptr, SkipBodies,
+        Guard.get());
   }
 
   std::shared_ptr<AllDependencies> Dependencies;
   std::string SummaryExport;
+  std::unique_ptr<PreambleGuard> Guard;
 
   bool runInvocation(std::shared_ptr<CompilerInvocation> Invocation,
                      FileManager *Files,
@@ -102,6 +109,8 @@ public:
     Invocation->getPreprocessorOpts().SetUpStaticAnalyzer = true;
     // No "N warnings generated." on stderr: the driver prints the findings.
     Invocation->getDiagnosticOpts().ShowCarets = false;
+    if (SkipBodies)
+      enableBodySkipping(*Invocation);
     if (!Extras.PCHPath.empty()) {
       Invocation->getPreprocessorOpts().ImplicitPCHInclude = Extras.PCHPath;
       // A header that was only touched since the PCH was built is fine.
@@ -117,30 +126,38 @@ private:
   public:
     Action(ClangTidyASTConsumerFactory &Factory,
            std::shared_ptr<AllDependencies> Dependencies,
-           std::string *SummaryExport)
+           std::string *SummaryExport, bool SkipBodies, PreambleGuard *Guard)
         : Factory(Factory), Dependencies(std::move(Dependencies)),
-          SummaryExport(SummaryExport) {}
+          SummaryExport(SummaryExport), SkipBodies(SkipBodies), Guard(Guard) {}
     bool BeginInvocation(CompilerInstance &CI) override {
       CI.getDiagnostics().setFatalsAsError(true);
       if (Dependencies)
         CI.addDependencyCollector(Dependencies);
       return true;
     }
+    bool BeginSourceFileAction(CompilerInstance &CI) override {
+      if (Guard)
+        Guard->attach(CI.getPreprocessor());
+      return ASTFrontendAction::BeginSourceFileAction(CI);
+    }
     std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &CI,
                                                    StringRef File) override {
       std::unique_ptr<ASTConsumer> Tidy = Factory.createASTConsumer(CI, File);
-      if (!SummaryExport)
-        return Tidy;
-      return exportingConsumer(std::move(Tidy), *SummaryExport);
+      if (SummaryExport)
+        Tidy = exportingConsumer(std::move(Tidy), *SummaryExport);
+      return SkipBodies ? skipSystemBodies(std::move(Tidy)) : std::move(Tidy);
     }
 
   private:
     ClangTidyASTConsumerFactory &Factory;
     std::shared_ptr<AllDependencies> Dependencies;
     std::string *SummaryExport;
+    bool SkipBodies;
+    PreambleGuard *Guard;
   };
 
   ClangTidyASTConsumerFactory ConsumerFactory;
+  bool SkipBodies;
   const TUExtras &Extras;
 };
 
@@ -271,12 +288,17 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
   Context.setDiagnosticsEngine(&DE);
   Tool.setDiagnosticConsumer(&DiagConsumer);
 
-  TidyActionFactory Factory(Context, Extras);
+  TidyActionFactory Factory(
+      Context,
+      skipsSystemBodies(Options, Context.getOptionsForFile(Job.File)),
+      Extras);
   clang::tidy::torch::TensorFlowAnalysis::setCapReporter(
       [](StringRef Message) { printNote(Message); });
   int RunStatus = 1;
   runOnLargeStack([&] { RunStatus = Tool.run(&Factory); });
   Result.Errors = DiagConsumer.take();
+  if (Factory.Guard)
+    Result.PreambleProblem = Factory.Guard->problem();
   // Relative names are relative to the command's directory; with commands
   // in several directories it is unknown which (the list stays empty).
   if (Factory.Dependencies &&
@@ -302,6 +324,22 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
 }
 
 } // namespace
+
+/// Whether \p Checks reports any compiler warning (`clang-diagnostic-<flag>`).
+static bool reportsCompilerWarnings(StringRef Checks) {
+  static const std::vector<std::string> Flags = DiagnosticIDs::getDiagnosticFlags();
+  clang::tidy::GlobList Globs(Checks);
+  return llvm::any_of(Flags, [&](StringRef Flag) {
+    return Flag.consume_front("-W") && !Flag.starts_with("no-") &&
+           Globs.contains(("clang-diagnostic-" + Flag).str());
+  });
+}
+
+bool skipsSystemBodies(const RunOptions &Options,
+                       const clang::tidy::ClangTidyOptions &FileOptions) {
+  return Options.SkipSystemBodies && !FileOptions.SystemHeaders.value_or(false) &&
+         !reportsCompilerWarnings(FileOptions.Checks.value_or(""));
+}
 
 TUResult runTU(const TUJob &Job, const RunOptions &Options,
                const TUExtras &Extras) {

@@ -10,6 +10,7 @@
 
 #include "CompileDb.h"
 #include "Finding.h"
+#include "PreambleGuard.h"
 #include "clang-tidy/ClangTidyDiagnosticConsumer.h"
 #include "clang-tidy/ClangTidyOptions.h"
 #include <functional>
@@ -33,7 +34,18 @@ struct RunOptions {
       MakeOptionsProvider;
   /// Called on a worker thread as each job starts (the progress line).
   std::function<void(const TUJob &)> OnStart;
+  /// Skip the function bodies of system headers that no check reads
+  /// (SystemBodies.h); --no-skip-system-bodies turns it off.
+  bool SkipSystemBodies = true;
 };
+
+/// Whether a TU with the configuration \p FileOptions skips system bodies:
+/// not when findings in system headers are wanted (`SystemHeaders: true`),
+/// nor when compiler warnings are (a `clang-diagnostic-*` check): skipped
+/// bodies would change which functions count as used, and drop the warnings
+/// of the instantiations that only they request.
+bool skipsSystemBodies(const RunOptions &Options,
+                       const clang::tidy::ClangTidyOptions &FileOptions);
 
 /// What one translation unit produced.
 struct TUResult {
@@ -56,12 +68,17 @@ struct TUResult {
   /// What the TU exports for the cross-TU phase (TUExtras::ExportSummaries),
   /// as JSON text; empty when not asked for.
   std::string SummaryExport;
+  /// With TUExtras::Preamble: why the TU could not use the PCH after all
+  /// (PreambleGuard.h), "" when it could. The result is then to be dropped.
+  std::string PreambleProblem;
 };
 
-/// What --audit adds to a TU's run (driver/Audit.cpp).
+/// What --audit and the shared preamble add to a TU's run (Audit.cpp).
 struct TUExtras {
   /// A precompiled header to load before the TU (-include-pch); "" for none.
   std::string PCHPath;
+  /// With PCHPath: what the PCH's build saw, for PreambleGuard.
+  const PreambleFacts *Preamble = nullptr;
   /// Fill TUResult::Dependencies, system headers included.
   bool CollectDependencies = false;
   /// Fill TUResult::SummaryExport.

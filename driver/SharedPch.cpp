@@ -3,12 +3,14 @@
 #include "SharedPch.h"
 
 #include "Finding.h"
+#include "PreambleGuard.h"
+#include "PreambleScan.h"
+#include "SystemBodies.h"
 #include "clang/Basic/Version.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendActions.h"
 #include "clang/Frontend/Utils.h"
 #include "clang/Lex/HeaderSearch.h"
-#include "clang/Lex/PPCallbacks.h"
 #include "clang/Lex/Preprocessor.h"
 #include "clang/Lex/PreprocessorOptions.h"
 #include "clang/Tooling/Tooling.h"
@@ -19,212 +21,12 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/VirtualFileSystem.h"
-#include <map>
+#include <chrono>
 
 using namespace llvm;
 using namespace clang;
 
 namespace torchtidy {
-
-//===----------------------------------------------------------------------===//
-// Finding the prefixes
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-/// Reads the preprocessor directives that open a file, one per line, and
-/// stops at anything else (code, a line continuation, an unterminated
-/// comment). Comments and blank lines between directives are skipped.
-class DirectiveScanner {
-public:
-  explicit DirectiveScanner(StringRef Text) : Text(Text) {
-    this->Text.consume_front("\xEF\xBB\xBF"); // UTF-8 byte order mark
-  }
-
-  /// The next directive without its '#' and trailing `//` comment
-  /// ("include <x>", "pragma once"), or std::nullopt.
-  std::optional<StringRef> next() {
-    while (true) {
-      Text = Text.ltrim();
-      if (Text.consume_front("//")) {
-        StringRef Line = Text.take_until([](char C) { return C == '\n'; });
-        if (Line.rtrim("\r").ends_with("\\"))
-          return std::nullopt; // a comment continued on the next line
-        Text = Text.drop_front(Line.size());
-        continue;
-      }
-      if (Text.consume_front("/*")) {
-        size_t End = Text.find("*/");
-        if (End == StringRef::npos)
-          return std::nullopt;
-        Text = Text.drop_front(End + 2);
-        continue;
-      }
-      if (!Text.consume_front("#"))
-        return std::nullopt;
-      StringRef Line = Text.take_until([](char C) { return C == '\n'; });
-      Text = Text.drop_front(Line.size());
-      Line = Line.rtrim("\r").rtrim(" \t");
-      if (Line.ends_with("\\"))
-        return std::nullopt;
-      size_t Comment = Line.find("//");
-      // `//` inside a quoted header name is part of the name.
-      if (Comment != StringRef::npos &&
-          Line.take_front(Comment).count('"') != 1)
-        Line = Line.take_front(Comment).rtrim(" \t");
-      if (Line.contains("/*"))
-        return std::nullopt; // leave block comments in directives to clang
-      return Line.ltrim(" \t");
-    }
-  }
-
-private:
-  StringRef Text;
-};
-
-/// `<x>` or `"x"` from an include directive, or "" for anything else (a
-/// macro naming the header, #include_next, junk after the name).
-StringRef includedName(StringRef Directive) {
-  if (!Directive.consume_front("include") || Directive.empty() ||
-      (Directive.front() != ' ' && Directive.front() != '\t' &&
-       Directive.front() != '<' && Directive.front() != '"'))
-    return "";
-  Directive = Directive.ltrim(" \t");
-  char Close = Directive.starts_with("<")    ? '>'
-               : Directive.starts_with("\"") ? '"'
-                                             : 0;
-  size_t End = Close ? Directive.find(Close, 1) : StringRef::npos;
-  if (End == StringRef::npos || End == 1 || End + 1 != Directive.size())
-    return "";
-  return Directive;
-}
-
-std::vector<std::string> includesFrom(DirectiveScanner &Scanner) {
-  std::vector<std::string> Includes;
-  while (std::optional<StringRef> Directive = Scanner.next()) {
-    StringRef Name = includedName(*Directive);
-    if (Name.empty())
-      break;
-    Includes.push_back(Name.str());
-  }
-  return Includes;
-}
-
-/// The includes that open a header right after its include guard
-/// (`#pragma once`, or `#ifndef X` and `#define X`); none when it opens
-/// with anything else.
-std::vector<std::string> includesAfterGuard(StringRef Text) {
-  DirectiveScanner Scanner(Text);
-  std::optional<StringRef> First = Scanner.next();
-  if (!First)
-    return {};
-  if (*First != "pragma once") {
-    StringRef Macro = *First;
-    if (!Macro.consume_front("ifndef"))
-      return {};
-    Macro = Macro.trim();
-    std::optional<StringRef> Define = Scanner.next();
-    if (Macro.empty() || !Define || !Define->consume_front("define") ||
-        Define->trim() != Macro)
-      return {};
-  }
-  return includesFrom(Scanner);
-}
-
-} // namespace
-
-std::vector<std::string> leadingIncludes(StringRef Text) {
-  DirectiveScanner Scanner(Text);
-  return includesFrom(Scanner);
-}
-
-std::vector<std::string> resolveIncludes(ArrayRef<std::string> Includes,
-                                         StringRef File, bool LookThrough) {
-  std::vector<std::string> Resolved;
-  StringRef Dir = sys::path::parent_path(File);
-  for (const std::string &Include : Includes) {
-    if (StringRef(Include).starts_with("<")) {
-      Resolved.push_back(Include);
-      continue;
-    }
-    // A quoted include is looked up next to the including file first; the
-    // PCH is elsewhere, so it names that file by its absolute path.
-    std::string Next =
-        normalizePath(StringRef(Include).drop_front().drop_back(), Dir);
-    if (!sys::fs::is_regular_file(Next))
-      break;
-    // A project header that opens the TU and itself opens with includes
-    // (say, <torch/torch.h>): the PCH can hold those instead, to be shared
-    // with every TU that opens with them, whatever its project header.
-    if (LookThrough && Resolved.empty())
-      if (auto Header = MemoryBuffer::getFile(Next)) {
-        std::vector<std::string> Inner =
-            includesAfterGuard((*Header)->getBuffer());
-        if (!Inner.empty())
-          return resolveIncludes(Inner, Next, /*LookThrough=*/false);
-      }
-    Resolved.push_back("\"" + Next + "\"");
-  }
-  return Resolved;
-}
-
-std::vector<PrefixGroup>
-planPrefixGroups(ArrayRef<PrefixCandidate> Candidates) {
-  std::map<std::string, std::vector<size_t>> ByFlags;
-  for (size_t I = 0; I < Candidates.size(); ++I)
-    if (!Candidates[I].FlagsKey.empty() && !Candidates[I].Includes.empty())
-      ByFlags[Candidates[I].FlagsKey].push_back(I);
-
-  std::vector<PrefixGroup> Groups;
-  for (auto &[Key, Rest] : ByFlags) {
-    while (Rest.size() >= 2) {
-      std::map<std::string, unsigned> Count;
-      for (size_t I : Rest)
-        ++Count[Candidates[I].Includes.front()];
-      auto Best = Count.begin();
-      for (auto It = Count.begin(); It != Count.end(); ++It)
-        if (It->second > Best->second)
-          Best = It;
-      if (Best->second < 2)
-        break;
-      PrefixGroup G;
-      G.FlagsKey = Key;
-      std::vector<size_t> Others;
-      for (size_t I : Rest)
-        (Candidates[I].Includes.front() == Best->first ? G.Members : Others)
-            .push_back(I);
-      G.Includes = Candidates[G.Members.front()].Includes;
-      for (size_t I : G.Members) {
-        const std::vector<std::string> &Own = Candidates[I].Includes;
-        size_t Common = 0;
-        while (Common < G.Includes.size() && Common < Own.size() &&
-               G.Includes[Common] == Own[Common])
-          ++Common;
-        G.Includes.resize(Common);
-      }
-      Groups.push_back(std::move(G));
-      Rest = std::move(Others);
-    }
-  }
-  return Groups;
-}
-
-std::string prefixHeaderText(ArrayRef<std::string> Includes) {
-  std::string Text = "// torch-tidy --audit: the shared prefix of several "
-                     "translation units.\n";
-  for (const std::string &Include : Includes)
-    Text += "#include " + Include + "\n";
-  return Text;
-}
-
-std::string describePrefix(ArrayRef<std::string> Includes) {
-  return join(Includes, ", ");
-}
-
-//===----------------------------------------------------------------------===//
-// Building the PCH
-//===----------------------------------------------------------------------===//
-
 namespace {
 
 /// Keeps the first warning or error of the build, with its location.
@@ -255,33 +57,17 @@ class AllDependencies : public DependencyCollector {
   bool needSystemDependencies() override { return true; }
 };
 
-/// Records the files that the prefix header includes directly.
-class DirectIncludes : public PPCallbacks {
-public:
-  DirectIncludes(const SourceManager &SM, std::vector<FileEntryRef> &Out)
-      : SM(SM), Out(Out) {}
-  void InclusionDirective(SourceLocation HashLoc, const Token &, StringRef,
-                          bool, CharSourceRange, OptionalFileEntryRef File,
-                          StringRef, StringRef, const Module *, bool,
-                          SrcMgr::CharacteristicKind) override {
-    if (File && SM.isInMainFile(HashLoc))
-      Out.push_back(*File);
-  }
-
-private:
-  const SourceManager &SM;
-  std::vector<FileEntryRef> &Out;
-};
-
 struct BuildOutcome {
   std::shared_ptr<AllDependencies> Dependencies =
       std::make_shared<AllDependencies>();
   std::vector<std::string> Unguarded;
+  PreambleFacts Facts;
 };
 
 class PrefixPCHAction : public GeneratePCHAction {
 public:
-  explicit PrefixPCHAction(BuildOutcome &Outcome) : Outcome(Outcome) {}
+  PrefixPCHAction(BuildOutcome &Outcome, bool SkipBodies)
+      : Outcome(Outcome), SkipBodies(SkipBodies) {}
 
   bool BeginInvocation(CompilerInstance &CI) override {
     CI.addDependencyCollector(Outcome.Dependencies);
@@ -290,33 +76,41 @@ public:
   bool BeginSourceFileAction(CompilerInstance &CI) override {
     if (!GeneratePCHAction::BeginSourceFileAction(CI))
       return false;
-    CI.getPreprocessor().addPPCallbacks(
-        std::make_unique<DirectIncludes>(CI.getSourceManager(), Direct));
+    CI.getPreprocessor().addPPCallbacks(std::make_unique<PreambleRecorder>(
+        CI.getPreprocessor(), Outcome.Facts));
     return true;
+  }
+  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &CI,
+                                                 StringRef InFile) override {
+    std::unique_ptr<ASTConsumer> Writer =
+        GeneratePCHAction::CreateASTConsumer(CI, InFile);
+    return SkipBodies && Writer ? skipSystemBodies(std::move(Writer))
+                                : std::move(Writer);
   }
   void EndSourceFileAction() override {
     // A TU includes the prefix headers again after the PCH: that is a no-op
     // only for headers with an include guard or #pragma once.
-    const HeaderSearch &HS =
-        getCompilerInstance().getPreprocessor().getHeaderSearchInfo();
-    for (FileEntryRef File : Direct)
-      if (!HS.isFileMultipleIncludeGuarded(File))
-        Outcome.Unguarded.push_back(File.getName().str());
+    CompilerInstance &CI = getCompilerInstance();
+    const HeaderSearch &HS = CI.getPreprocessor().getHeaderSearchInfo();
+    for (const std::string &Header : Outcome.Facts.Headers)
+      if (auto File = CI.getFileManager().getOptionalFileRef(Header))
+        if (!HS.isFileMultipleIncludeGuarded(*File))
+          Outcome.Unguarded.push_back(Header);
     GeneratePCHAction::EndSourceFileAction();
   }
 
 private:
   BuildOutcome &Outcome;
-  std::vector<FileEntryRef> Direct;
+  bool SkipBodies;
 };
 
 class PrefixPCHFactory : public tooling::FrontendActionFactory {
 public:
-  PrefixPCHFactory(std::string Output, BuildOutcome &Outcome)
-      : Output(std::move(Output)), Outcome(Outcome) {}
+  PrefixPCHFactory(std::string Output, BuildOutcome &Outcome, bool SkipBodies)
+      : Output(std::move(Output)), Outcome(Outcome), SkipBodies(SkipBodies) {}
 
   std::unique_ptr<FrontendAction> create() override {
-    return std::make_unique<PrefixPCHAction>(Outcome);
+    return std::make_unique<PrefixPCHAction>(Outcome, SkipBodies);
   }
 
   bool runInvocation(std::shared_ptr<CompilerInvocation> Invocation,
@@ -330,11 +124,13 @@ public:
     // invalidate the PCH when a TU loads it.
     Invocation->getHeaderSearchOpts().ValidateASTInputFilesContent = true;
     Invocation->getFrontendOpts().OutputFile = Output;
+    if (SkipBodies)
+      enableBodySkipping(*Invocation);
     // The templates that the headers use are instantiated once, in the PCH,
-    // rather than at the end of every TU (as clang-cl's /Yc does): half of a
-    // LibTorch TU's parse. A TU whose meaning that would change (a main-file
-    // declaration found at the point of instantiation) is ill-formed, no
-    // diagnostic required; if clang reports it, the TU is parsed in full.
+    // rather than at the end of every TU (as clang-cl's /Yc does). A TU
+    // whose meaning that would change (a main-file declaration found at the
+    // point of instantiation) is ill-formed, no diagnostic required; if
+    // clang reports it, the TU is parsed in full.
     Invocation->getLangOpts().PCHInstantiateTemplates = true;
     return FrontendActionFactory::runInvocation(
         std::move(Invocation), Files, std::move(PCHContainerOps), DiagConsumer);
@@ -343,6 +139,7 @@ public:
 private:
   std::string Output;
   BuildOutcome &Outcome;
+  bool SkipBodies;
 };
 
 std::optional<std::string> digestOfFile(StringRef Path) {
@@ -353,29 +150,98 @@ std::optional<std::string> digestOfFile(StringRef Path) {
   return digestOf((*Buffer)->getBuffer());
 }
 
-constexpr int ManifestVersion = 1;
+bool writeText(StringRef Path, StringRef Text) {
+  Error E = writeToOutput(Path, [&](raw_ostream &OS) {
+    OS << Text;
+    return Error::success();
+  });
+  if (!E)
+    return true;
+  consumeError(std::move(E));
+  return false;
+}
+
+std::vector<std::string> stringsOf(const json::Object &O, StringRef Key,
+                                   bool &OK) {
+  std::vector<std::string> Out;
+  const json::Array *A = O.getArray(Key);
+  OK = OK && A;
+  if (A)
+    for (const json::Value &V : *A) {
+      std::optional<StringRef> S = V.getAsString();
+      OK = OK && S;
+      if (S)
+        Out.push_back(S->str());
+    }
+  return Out;
+}
+
+/// Removes the files of earlier builds (a process that still has one open
+/// keeps reading it).
+void removeOldBuilds(StringRef Dir, StringRef KeepPCH, StringRef KeepWords) {
+  std::error_code EC;
+  for (sys::fs::directory_iterator It(Dir, EC), End; It != End && !EC;
+       It.increment(EC)) {
+    StringRef Path = It->path();
+    if (Path.ends_with(".pch") && Path != KeepPCH)
+      sys::fs::remove(Path);
+    if (sys::path::filename(Path).starts_with("words-") && Path != KeepWords)
+      sys::fs::remove(Path);
+  }
+}
+
+constexpr int ManifestVersion = 2;
 
 } // namespace
 
-SharedPCH::SharedPCH(Request R, FileDigests &Digests)
-    : Req(std::move(R)), Digests(Digests) {
-  json::Array Key{Req.ToolId, getClangFullVersion(), Req.Directory};
-  for (const std::string &Arg : Req.FlagArgs)
+static std::string familyDir(const SharedPCH::Request &R) {
+  json::Array Key{R.ToolId, getClangFullVersion(),
+                  R.SkipBodies ? "skip-system-bodies" : "all-bodies"};
+  for (const std::string &Arg : R.KeyArgs)
     Key.push_back(Arg);
-  Key.push_back("--");
-  for (const std::string &Include : Req.Includes)
-    Key.push_back(Include);
-  SmallString<256> Path(Req.CacheDir);
+  SmallString<256> Path(R.CacheDir);
   sys::path::append(
       Path, "pch", digestOf(formatv("{0}", json::Value(std::move(Key))).str()));
+  return std::string(Path);
+}
+
+std::vector<std::vector<std::string>>
+SharedPCH::cachedPrefixes(const Request &R) {
+  std::vector<std::vector<std::string>> Found;
+  std::error_code EC;
+  for (sys::fs::directory_iterator It(familyDir(R), EC), End; It != End && !EC;
+       It.increment(EC)) {
+    auto Buffer = MemoryBuffer::getFile(It->path() + "/manifest.json");
+    if (!Buffer)
+      continue;
+    Expected<json::Value> Parsed = json::parse((*Buffer)->getBuffer());
+    if (!Parsed) {
+      consumeError(Parsed.takeError());
+      continue;
+    }
+    bool OK = true;
+    if (const json::Object *O = Parsed->getAsObject()) {
+      std::vector<std::string> Prefix = stringsOf(*O, "prefix", OK);
+      if (OK && !Prefix.empty())
+        Found.push_back(std::move(Prefix));
+    }
+  }
+  llvm::sort(Found);
+  return Found;
+}
+
+SharedPCH::SharedPCH(Request R, FileDigests &Digests)
+    : Req(std::move(R)), Digests(Digests) {
+  SmallString<256> Path(familyDir(Req));
+  sys::path::append(Path, digestOf(join(Req.Includes, "\n")));
   Dir = std::string(Path);
-  PCHPath = (Dir + "/prefix.pch");
-  PrefixPath = (Dir + "/prefix.h");
-  ManifestPath = (Dir + "/manifest.json");
+  PrefixPath = Dir + "/prefix.h";
+  ManifestPath = Dir + "/manifest.json";
 }
 
 SharedPCH::State SharedPCH::check() {
   Inputs.clear();
+  Facts.reset();
   auto Buffer = MemoryBuffer::getFile(ManifestPath);
   if (!Buffer)
     return State::Missing;
@@ -414,16 +280,49 @@ SharedPCH::State SharedPCH::check() {
     Reason = Manifest->getString("reason").value_or("").str();
     return State::Unusable;
   }
-  std::optional<StringRef> Expected = Manifest->getString("pch");
-  if (!Expected || digestOfFile(PCHPath) != Expected->str()) {
-    Reason = "the precompiled header file is missing or damaged";
+  if (!load(*Manifest)) {
+    Reason = "the precompiled header or its facts are missing or damaged";
     return State::Stale;
   }
   Inputs = std::move(Listed);
   return State::Ready;
 }
 
-bool SharedPCH::writeManifest(bool Usable, ArrayRef<std::string> Files) {
+bool SharedPCH::load(const json::Object &Manifest) {
+  std::optional<StringRef> PCHFile = Manifest.getString("pch");
+  std::optional<StringRef> PCHDigest = Manifest.getString("pchDigest");
+  std::optional<StringRef> WordsFile = Manifest.getString("words");
+  std::optional<StringRef> WordsDigest = Manifest.getString("wordsDigest");
+  if (!PCHFile || !PCHDigest || !WordsFile || !WordsDigest)
+    return false;
+  PCHPath = (Dir + "/" + *PCHFile).str();
+  WordsPath = (Dir + "/" + *WordsFile).str();
+  if (digestOfFile(PCHPath) != PCHDigest->str())
+    return false;
+  auto Words = MemoryBuffer::getFile(WordsPath);
+  if (!Words || digestOf((*Words)->getBuffer()) != *WordsDigest)
+    return false;
+  auto F = std::make_unique<PreambleFacts>();
+  bool OK = true;
+  F->Headers = stringsOf(Manifest, "headers", OK);
+  F->Lookups = stringsOf(Manifest, "lookups", OK);
+  for (const std::string &Macro : stringsOf(Manifest, "macros", OK))
+    F->Macros.insert(Macro);
+  if (!OK || F->Headers.size() != Req.Includes.size())
+    return false;
+  SmallVector<StringRef, 0> Lines;
+  (*Words)->getBuffer().split(Lines, '\n', -1, /*KeepEmpty=*/false);
+  for (StringRef Word : Lines)
+    F->Words.insert(Word);
+  Bytes = Manifest.getInteger("pchBytes").value_or(0);
+  BuildSeconds = Manifest.getNumber("buildSeconds").value_or(0);
+  Shadows = std::make_unique<ShadowCheck>(F->Lookups);
+  Facts = std::move(F);
+  return true;
+}
+
+bool SharedPCH::writeManifest(bool Usable, ArrayRef<std::string> Files,
+                              const PreambleFacts &F, StringRef WordsDigest) {
   json::Array Listed;
   for (const std::string &File : Files)
     if (std::optional<std::string> Digest = Digests.get(File))
@@ -437,44 +336,54 @@ bool SharedPCH::writeManifest(bool Usable, ArrayRef<std::string> Files) {
     std::optional<std::string> Digest = digestOfFile(PCHPath);
     if (!Digest)
       return false;
-    Manifest["pch"] = *Digest;
+    std::vector<std::string> Macros;
+    for (const auto &M : F.Macros)
+      Macros.push_back(M.getKey().str());
+    llvm::sort(Macros);
+    Manifest["pch"] = sys::path::filename(PCHPath);
+    Manifest["pchDigest"] = *Digest;
+    Manifest["pchBytes"] = int64_t(Bytes);
+    Manifest["buildSeconds"] = BuildSeconds;
+    Manifest["words"] = sys::path::filename(WordsPath);
+    Manifest["wordsDigest"] = WordsDigest;
+    Manifest["headers"] = json::Array(F.Headers);
+    Manifest["lookups"] = json::Array(F.Lookups);
+    Manifest["macros"] = json::Array(Macros);
   }
-  // Written last and atomically: a manifest always describes a whole PCH.
-  Error E = writeToOutput(ManifestPath, [&](raw_ostream &OS) {
-    OS << formatv("{0:2}", json::Value(std::move(Manifest))) << '\n';
-    return Error::success();
-  });
-  if (E) {
-    consumeError(std::move(E));
-    return false;
-  }
-  return true;
+  // Written last and atomically: a manifest always describes a whole build.
+  return writeText(ManifestPath,
+                   formatv("{0:2}\n", json::Value(std::move(Manifest))).str());
 }
 
 bool SharedPCH::build() {
+  auto Start = std::chrono::steady_clock::now();
   Inputs.clear();
   Reason.clear();
-  sys::fs::remove(ManifestPath);
+  Facts.reset();
   if (std::error_code EC = sys::fs::create_directories(Dir)) {
     Reason = "cannot create '" + Dir + "': " + EC.message();
     return false;
   }
-  std::string Text = prefixHeaderText(Req.Includes);
-  if (Error E = writeToOutput(PrefixPath, [&](raw_ostream &OS) {
-        OS << Text;
-        return Error::success();
-      })) {
-    Reason = "cannot write '" + PrefixPath + "': " + toString(std::move(E));
+  if (!writeText(PrefixPath, prefixHeaderText(Req.Includes))) {
+    Reason = "cannot write '" + PrefixPath + "'";
+    return false;
+  }
+  // Built under a name of its own, then renamed after its content: a
+  // process that builds the same PCH at the same time does not disturb it.
+  SmallString<256> Temp;
+  if (std::error_code EC = sys::fs::createUniqueFile(
+          Dir + "/building-%%%%%%%%.pch", Temp)) {
+    Reason = "cannot write in '" + Dir + "': " + EC.message();
     return false;
   }
 
-  std::vector<std::string> Args = Req.FlagArgs;
+  std::vector<std::string> Args = Req.KeyArgs;
   Args.insert(Args.end(), {"-x", "c++-header", PrefixPath});
   IntrusiveRefCntPtr<vfs::FileSystem> FS = vfs::createPhysicalFileSystem();
   FS->setCurrentWorkingDirectory(Req.Directory);
   auto Files = makeIntrusiveRefCnt<FileManager>(FileSystemOptions(), FS);
   BuildOutcome Outcome;
-  PrefixPCHFactory Factory(PCHPath, Outcome);
+  PrefixPCHFactory Factory(std::string(Temp), Outcome, Req.SkipBodies);
   FirstProblem Problems;
   tooling::ToolInvocation Invocation(
       Args, &Factory, Files.get(), std::make_shared<PCHContainerOperations>());
@@ -492,26 +401,65 @@ bool SharedPCH::build() {
     Reason = "'" + Outcome.Unguarded.front() +
              "' has no include guard, so a translation unit cannot include "
              "it after the PCH";
+  else if (Outcome.Facts.Headers.size() != Req.Includes.size())
+    Reason = "a header of the prefix was not found";
   bool Usable = Reason.empty();
-  if (!Usable)
-    sys::fs::remove(PCHPath);
+  std::optional<std::string> Digest = Usable ? digestOfFile(Temp) : "";
+  if (Usable && !Digest)
+    Reason = "cannot read the precompiled header it wrote";
+  Usable = Usable && Digest;
+  PCHPath = Dir + "/" + (Usable ? *Digest : "unused") + ".pch";
+  if (Usable && sys::fs::rename(Temp, PCHPath)) {
+    Reason = "cannot rename the precompiled header it wrote";
+    Usable = false;
+  }
+  sys::fs::remove(Temp);
 
-  // A failed build leaves no manifest, so the next run tries again (the
-  // error may be a header that is not there yet); the other verdicts hold
-  // until an input changes.
+  // A failed build leaves the manifest as it was (none, or stale), so the
+  // next run tries again (the error may be a header that is not there
+  // yet); the other verdicts hold until an input changes.
   if (!Built)
     return false;
   std::vector<std::string> Read;
-  for (const std::string &Name : Outcome.Dependencies->getDependencies())
+  StringSet<> Words;
+  for (const std::string &Name : Outcome.Dependencies->getDependencies()) {
     Read.push_back(dependencyPath(Name, Req.Directory));
-  if (!writeManifest(Usable, Read) && Usable) {
+    if (Usable)
+      if (auto Text = MemoryBuffer::getFile(Read.back()))
+        collectWords((*Text)->getBuffer(), Words);
+  }
+  std::vector<StringRef> Sorted;
+  for (const auto &W : Words)
+    Sorted.push_back(W.getKey());
+  llvm::sort(Sorted);
+  std::string WordsText = join(Sorted, "\n") + "\n";
+  std::string WordsDigest = digestOf(WordsText);
+  WordsPath = Dir + "/words-" + WordsDigest + ".txt";
+  if (Usable && !writeText(WordsPath, WordsText)) {
+    Reason = "cannot write '" + WordsPath + "'";
+    Usable = false;
+  }
+  Bytes = 0;
+  sys::fs::file_status Status;
+  if (Usable && !sys::fs::status(PCHPath, Status))
+    Bytes = Status.getSize();
+  BuildSeconds = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - Start)
+                     .count();
+  if (!writeManifest(Usable, Read, Outcome.Facts, WordsDigest)) {
     Reason = "cannot write '" + ManifestPath + "'";
-    sys::fs::remove(PCHPath);
     return false;
   }
-  if (Usable)
-    Inputs = std::move(Read);
-  return Usable;
+  if (!Usable) {
+    removeOldBuilds(Dir, "", "");
+    return false;
+  }
+  removeOldBuilds(Dir, PCHPath, WordsPath);
+  Inputs = std::move(Read);
+  Shadows = std::make_unique<ShadowCheck>(Outcome.Facts.Lookups);
+  Facts = std::make_unique<PreambleFacts>(std::move(Outcome.Facts));
+  Facts->Words = std::move(Words);
+  return true;
 }
 
 } // namespace torchtidy

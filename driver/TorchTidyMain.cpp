@@ -25,6 +25,7 @@
 #include "HtmlReport.h"
 #include "Messages.h"
 #include "OutputFormats.h"
+#include "ResultGathering.h"
 #include "Runner.h"
 #include "Shard.h"
 #include "Subcommands.h"
@@ -144,10 +145,19 @@ cl::opt<bool> Audit("audit",
                     cl::cat(Category));
 cl::opt<std::string> CacheDir(
     "cache-dir",
-    cl::desc("--audit's cache (default: <build dir>/.torch-tidy-cache)"),
+    cl::desc("Where the shared preambles (and --audit's results) are kept "
+             "(default: <build dir>/.torch-tidy-cache, or "
+             "$XDG_CACHE_HOME/torch-tidy without a compile database)"),
     cl::value_desc("dir"), cl::cat(Category));
-cl::opt<bool> NoPCH("no-pch", cl::desc("--audit: parse every TU in full"),
+cl::opt<bool> NoPCH("no-pch",
+                    cl::desc("Parse every TU in full, without the shared "
+                             "preamble of the cache directory"),
                     cl::cat(Category));
+cl::opt<bool> NoSkipSystemBodies(
+    "no-skip-system-bodies",
+    cl::desc("Parse the function bodies of system headers too (by default "
+             "those that no check reads are skipped; docs/driver.md)"),
+    cl::cat(Category));
 cl::opt<bool>
     NoResultCache("no-result-cache",
                   cl::desc("--audit: analyse every TU, even unchanged ones"),
@@ -247,11 +257,27 @@ std::string resourceDir(const char *Argv0) {
   return TORCH_TIDY_CLANG_RESOURCE_DIR;
 }
 
-AuditOptions auditOptions(const char *Argv0, RunFigures &Figures) {
+/// --cache-dir, else `.torch-tidy-cache` in the compile database's
+/// directory, else $XDG_CACHE_HOME/torch-tidy (~/.cache/torch-tidy); "" when
+/// there is none of these.
+std::string cacheDir(StringRef DatabaseDir) {
+  if (!CacheDir.empty())
+    return normalizePath(CacheDir);
+  if (!DatabaseDir.empty())
+    return normalizePath(DatabaseDir) + "/.torch-tidy-cache";
+  SmallString<256> User;
+  if (!sys::path::cache_directory(User)) // honours XDG_CACHE_HOME
+    return "";
+  sys::path::append(User, "torch-tidy");
+  return normalizePath(User);
+}
+
+AuditOptions auditOptions(const char *Argv0, StringRef DatabaseDir,
+                          RunFigures &Figures) {
   AuditOptions A;
-  A.Stats = &Figures.Audit.emplace();
-  A.CacheDir = normalizePath(CacheDir.empty() ? BuildPath + "/.torch-tidy-cache"
-                                              : CacheDir);
+  if (Audit)
+    A.Stats = &Figures.Audit.emplace();
+  A.CacheDir = cacheDir(DatabaseDir);
   A.UsePCH = !NoPCH;
   // The cache keeps findings, not the raw diagnostics that fixes need.
   A.UseResultCache =
@@ -261,6 +287,24 @@ AuditOptions auditOptions(const char *Argv0, RunFigures &Figures) {
   A.Progress = Format == OutputFormat::Text;
   A.CrossTU = !NoCrossTU;
   return A;
+}
+
+/// A plain run shares the preambles of the cache directory (SharedPch.h):
+/// it reuses what an audit or an earlier run left there, and builds a
+/// missing one once. --audit adds the result cache, the cross-TU phase and
+/// the summary.
+std::vector<TUResult> runTUs(const std::vector<TUJob> &TUs,
+                             const RunOptions &Options, AuditOptions A) {
+  if (Audit)
+    return runAudit(TUs, Options, A);
+  if (NoPCH || A.CacheDir.empty())
+    return runAll(TUs, Options);
+  A.UseResultCache = false;
+  A.CrossTU = false;
+  A.Summary = false;
+  A.Progress = false;
+  A.MinSharers = 1;
+  return runAudit(TUs, Options, A);
 }
 
 void printReport(const Report &R, const HtmlOptions &Html) {
@@ -384,10 +428,9 @@ int run(int Argc, const char **Argv) {
       printError("--summaries is for a plain run; --audit computes them");
       return ExitError;
     }
-  } else if (NoPCH || NoResultCache || !CacheDir.empty() || AuditMemory ||
-             NoCrossTU) {
-    printError("--no-pch, --no-result-cache, --cache-dir, --audit-memory and "
-               "--no-cross-tu need --audit");
+  } else if (NoResultCache || AuditMemory || NoCrossTU) {
+    printError("--no-result-cache, --audit-memory and --no-cross-tu need "
+               "--audit");
     return ExitError;
   }
   if (!SummariesPath.empty()) {
@@ -472,14 +515,14 @@ int run(int Argc, const char **Argv) {
   Options.ExtraArgsBefore.assign(ExtraArgsBefore.begin(), ExtraArgsBefore.end());
   Options.ResourceDir = resourceDir(Argv[0]);
   Options.MakeOptionsProvider = Providers;
+  Options.SkipSystemBodies = !NoSkipSystemBodies;
   ProgressLine Progress(TUs.size(),
                         Format == OutputFormat::Text && TUs.size() > 1);
   Options.OnStart = [&Progress](const TUJob &Job) { Progress.start(Job.File); };
   RunFigures Figures{unsigned(TUs.size()), Jobs};
   auto Start = std::chrono::steady_clock::now();
   std::vector<TUResult> Results =
-      Audit ? runAudit(TUs, Options, auditOptions(Argv[0], Figures))
-            : runAll(TUs, Options);
+      runTUs(TUs, Options, auditOptions(Argv[0], DatabaseDir, Figures));
   Figures.WallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - Start)
           .count();
@@ -489,41 +532,9 @@ int run(int Argc, const char **Argv) {
     R.ToolErrors.push_back({"", Message});
   }
 
-  std::set<std::string> Rules;
-  std::vector<Finding> Fixable;
-  std::vector<Finding> UnsafeFixable; // fix-its on notes
-  std::vector<clang::tidy::ClangTidyError> RawErrors;
-  for (TUResult &T : Results) {
-    Rules.insert(T.EnabledChecks.begin(), T.EnabledChecks.end());
-    if (!T.ToolError.empty()) {
-      printError(T.ToolError);
-      R.ToolErrors.push_back({T.File, T.ToolError});
-    }
-    if (T.CompileError) {
-      std::string Message =
-          "'" + T.File + "' has compiler errors; its findings may be " +
-          "incomplete" +
-          (Fix || FixUnsafe ? " and its fix-its are not applied" : "");
-      // The reports list the compiler's errors as findings already.
-      R.ToolErrors.push_back({T.File, Message});
-      if (!T.FirstCompileError.empty())
-        Message += "; first error: " + T.FirstCompileError;
-      printError(Message);
-    } else {
-      for (const Finding &F : T.Findings)
-        if (!F.isCompilerError())
-          Fixable.push_back(F);
-      std::vector<Finding> OnNotes = noteFixFindings(T.Errors);
-      UnsafeFixable.insert(UnsafeFixable.end(), OnNotes.begin(), OnNotes.end());
-    }
-    RawErrors.insert(RawErrors.end(), T.Errors.begin(), T.Errors.end());
-    R.Findings.insert(R.Findings.end(), T.Findings.begin(), T.Findings.end());
-  }
-  sortAndUnique(R.Findings);
-  R.Rules.assign(Rules.begin(), Rules.end());
-  llvm::sort(R.ToolErrors, [](const ToolError &A, const ToolError &B) {
-    return std::tie(A.File, A.Message) < std::tie(B.File, B.Message);
-  });
+  GatheredFixes Gathered = gatherResults(Results, Fix || FixUnsafe, R);
+  std::vector<Finding> &Fixable = Gathered.Fixable;
+  std::vector<Finding> &UnsafeFixable = Gathered.UnsafeFixable;
 
   // Colours only in the text format, so that JSON and SARIF stay plain.
   outs().enable_colors(Format == OutputFormat::Text &&
@@ -535,10 +546,9 @@ int run(int Argc, const char **Argv) {
   bool Failed = !R.ToolErrors.empty();
   if (!ExportFixes.empty()) {
     std::string Main = TUs.empty() ? "" : TUs.front().File;
-    if (!exportFixes(ExportFixes, Main, std::move(RawErrors)))
+    if (!exportFixes(ExportFixes, Main, std::move(Gathered.RawErrors)))
       Failed = true;
   }
-  sortAndUnique(UnsafeFixable); // a header's, seen from several TUs
   if (FixUnsafe)
     Fixable.insert(Fixable.end(), UnsafeFixable.begin(), UnsafeFixable.end());
   else if (Fix && !UnsafeFixable.empty())

@@ -21,6 +21,10 @@ config.environment["PATH"] = os.pathsep.join(
 config.environment["TORCH_TIDY_LIT_RUN"] = "%d-%f" % (os.getpid(), time.time())
 # Keep colour and terminal-only output out of the tests.
 config.environment["TERM"] = "dumb"
+# A plain run without a compile database keeps its shared preambles in
+# $XDG_CACHE_HOME/torch-tidy: the tests' own, not the user's.
+config.environment["XDG_CACHE_HOME"] = os.path.join(config.test_exec_root,
+                                                    "xdg-cache")
 
 plugin = os.path.join(config.torch_tidy_obj_root, "lib", "libTorchTidy.so")
 inputs = os.path.join(config.test_source_root, "Inputs")

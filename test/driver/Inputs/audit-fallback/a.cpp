@@ -1,2 +1,2 @@
-#include "unguarded.h"
+#include <unguarded.h>
 void a(at::Tensor t) { t.cuda(); }

@@ -1,2 +1,2 @@
-#include "unguarded.h"
+#include <unguarded.h>
 void b(at::Tensor t) { t.cpu(); }

@@ -1,2 +1,2 @@
-#include "noisy.h"
+#include <noisy.h>
 void c(at::Tensor t) { t.cuda(); }

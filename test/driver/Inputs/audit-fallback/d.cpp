@@ -1,2 +1,2 @@
-#include "noisy.h"
+#include <noisy.h>
 void d(at::Tensor t) { t.cpu(); }
