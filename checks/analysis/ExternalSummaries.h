@@ -53,14 +53,16 @@ public:
   parse(llvm::StringRef JSON);
 
   /// Adds the functions and entries of \p Document; a function already
-  /// present keeps its first summary.
+  /// present with a different summary is noted as conflicting, and
+  /// finishEntries() drops it.
   llvm::Error merge(const llvm::json::Object &Document);
   /// Adds one TU's export (exportTranslationUnit): its functions, and its
   /// calls for the entry contexts that finishEntries() computes.
   llvm::Error addExport(const llvm::json::Object &Export);
-  /// The entry contexts of every function called somewhere: guarded when
-  /// each call is guarded where it is made or sits in a function whose own
-  /// entry is (a greatest fixpoint over the whole program's calls).
+  /// Drops the conflicting functions, then computes the entry contexts of
+  /// every function called somewhere: guarded when each call is guarded
+  /// where it is made or sits in a function whose own entry is (a greatest
+  /// fixpoint over the whole program's calls).
   void finishEntries();
 
   /// The summary of \p F (declared, not defined, in \p Program's TU).
@@ -89,6 +91,9 @@ private:
   llvm::StringMap<EntryContext> Entries;
   std::vector<Call> Calls;
   llvm::StringSet<> AddressTaken;
+  /// USRs with different definitions in different TUs (merge()); dropped
+  /// by finishEntries().
+  llvm::StringSet<> Conflicting;
 };
 
 /// \p S as exported for \p F.

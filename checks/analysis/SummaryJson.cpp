@@ -386,8 +386,13 @@ llvm::Error ExternalSummaries::merge(const llvm::json::Object &Document) {
         static_cast<long long>(Version.value_or(0)), SummaryFormatVersion);
   if (const llvm::json::Object *Fs = Document.getObject("functions"))
     for (const auto &[USR, V] : *Fs)
-      if (const llvm::json::Object *O = V.getAsObject())
-        Functions.try_emplace(USR.str(), *O);
+      if (const llvm::json::Object *O = V.getAsObject()) {
+        auto [It, New] = Functions.try_emplace(USR.str(), *O);
+        // Two programs of one database may each define a `train(Net&)`:
+        // different definitions of one USR are nobody's facts.
+        if (!New && It->second != *O)
+          Conflicting.insert(USR.str());
+      }
   if (const llvm::json::Object *Es = Document.getObject("entries"))
     for (const auto &[USR, V] : *Es)
       if (const llvm::json::Object *O = V.getAsObject())
@@ -417,9 +422,12 @@ llvm::Error ExternalSummaries::addExport(const llvm::json::Object &Export) {
 void ExternalSummaries::finishEntries() {
   // Start from "every called function is guarded" and take back what a
   // call proves otherwise, until nothing changes.
+  for (const auto &USR : Conflicting)
+    Functions.erase(USR.getKey());
   llvm::StringMap<EntryContext> Next;
   for (const Call &C : Calls)
-    if (!C.Callee.empty() && !AddressTaken.contains(C.Callee))
+    if (!C.Callee.empty() && !AddressTaken.contains(C.Callee) &&
+        !Conflicting.contains(C.Callee))
       Next[C.Callee] = {true, true};
   for (const Call &C : Calls)
     if (AddressTaken.contains(C.Callee))

@@ -270,4 +270,34 @@ TEST(SummaryJson, RoundTrip) {
   EXPECT_NE(llvm::toString(Old.takeError()).find("version"), std::string::npos);
 }
 
+// Two programs of one database that each define the same function: the
+// summaries of an identical definition are kept, different ones dropped.
+TEST(SummaryJson, ConflictingDefinitionsAreUnknown) {
+  Program Pageable(
+      "torch::Tensor load_batch() { return torch::zeros({2}); }\n");
+  Program Pinned(
+      "torch::Tensor load_batch() { return torch::zeros({2}).pin_memory(); }\n");
+  const FunctionDecl *A = Pageable.function("load_batch");
+  const FunctionDecl *B = Pinned.function("load_batch");
+  ASSERT_TRUE(A && B);
+  ASSERT_TRUE(Pageable.Model->summary(*A) && Pinned.Model->summary(*B));
+  ASSERT_EQ(usrOf(*A), usrOf(*B));
+  auto Export = [](Program &P, const FunctionDecl &F) {
+    llvm::json::Object Functions;
+    Functions[usrOf(F)] = serializeSummary(
+        F, *P.Model->summary(F), P.AST->getASTContext().getSourceManager());
+    return llvm::json::Object{{"version", SummaryFormatVersion},
+                              {"functions", std::move(Functions)}};
+  };
+  ExternalSummaries Same, Different;
+  ASSERT_FALSE(bool(Same.addExport(Export(Pageable, *A))));
+  ASSERT_FALSE(bool(Same.addExport(Export(Pageable, *A))));
+  ASSERT_FALSE(bool(Different.addExport(Export(Pageable, *A))));
+  ASSERT_FALSE(bool(Different.addExport(Export(Pinned, *B))));
+  Same.finishEntries();
+  Different.finishEntries();
+  EXPECT_TRUE(Same.contains(usrOf(*A)));
+  EXPECT_FALSE(Different.contains(usrOf(*A)));
+}
+
 } // namespace
