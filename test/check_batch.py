@@ -67,9 +67,10 @@ def _run(torch_tidy, batch_dir, std, compiler_args, members):
         json.dump(db, f, indent=1)
     checks = sorted({c for checks, _ in members.values() for c in checks})
     # The precompiled header is kept between runs (validated by its digests);
-    # findings never come from a cache.
+    # findings never come from a cache. The tests are separate programs, not
+    # one whose functions call each other: no cross-TU phase.
     cmd = [torch_tidy, "--audit", "-p", src, "--cache-dir", os.path.join(batch_dir, "cache"),
-           "--no-result-cache", "--config={}", "--checks=-*," + ",".join(checks), "--format=json", "--quiet",
+           "--no-result-cache", "--no-cross-tu", "--config={}", "--checks=-*," + ",".join(checks), "--format=json", "--quiet",
            "-j", str(os.cpu_count() or 2)]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode not in (0, 1, 2) or not proc.stdout.startswith("{"):

@@ -73,3 +73,26 @@ int main() {
     train_on_gpu(net);
   return 0;
 }
+
+// Across calls, on the real headers: the device is a member set in the
+// constructor's init list; a helper that moves what it is given.
+class Trainer {
+public:
+  Trainer() : device_(torch::kCUDA) { net_->to(device_); }
+  // CHECK-MESSAGES: :[[@LINE-1]]:23: warning: CUDA device selected without checking torch::cuda::is_available()
+  // CHECK-MESSAGES: :[[@LINE+10]]:11: note: reached from here without a check
+
+private:
+  torch::Device device_;
+  std::shared_ptr<Net> net_ = std::make_shared<Net>();
+};
+
+torch::Tensor to_gpu(const torch::Tensor &t) { return t.to(torch::kCUDA); }
+
+void fit() {
+  Trainer trainer;
+  if (torch::cuda::is_available()) {
+    auto x = to_gpu(torch::ones({2}));
+    (void)x;
+  }
+}

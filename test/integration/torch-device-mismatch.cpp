@@ -46,3 +46,48 @@ void loader() {
     net(batch.data.to(torch::kCUDA));
   }
 }
+
+// Across calls, on the real headers: a Trainer whose model and device are
+// members, set in the constructor; a helper that combines its arguments.
+class Trainer {
+public:
+  explicit Trainer(torch::Device device) : device_(device) {
+    model_->to(device_);
+  }
+  void fit_epoch(const std::vector<torch::Tensor> &targets) {
+    for (const auto &target : targets) {
+      auto input = torch::randn({8, 4});
+      auto loss = torch::mse_loss(model_->forward(input), target);
+      // CHECK-MESSAGES: :[[@LINE-1]]:43: warning: module 'model_' has its parameters on 'device_' but is called with 'input' on CPU; this crashes on a machine where 'device_' is CUDA [torch-device-mismatch]
+      // CHECK-MESSAGES: :[[@LINE-7]]:13: note: 'model_' is on 'device_' from here
+      // CHECK-MESSAGES: :[[@LINE-4]]:20: note: 'input' is on CPU from here
+      loss.backward();
+      auto moved = torch::mse_loss(model_->forward(input.to(device_)), target);
+      (void)moved;
+    }
+  }
+
+private:
+  torch::Device device_;
+  Net model_;
+};
+
+torch::Tensor render(Net &model, const torch::Tensor &x,
+                     const torch::Tensor &background) {
+  return model->forward(x) + background;
+}
+
+void render_on(torch::Device device) {
+  Net model;
+  model->to(device);
+  auto x = torch::randn({8, 4}).to(device);
+  auto background = torch::zeros({8, 2});
+  auto image = render(model, x, background);
+  // CHECK-MESSAGES: :[[@LINE-1]]:16: warning: 'render()' combines 'model' on 'device' with 'background' on CPU in operator '+'; this crashes on a machine where 'device' is CUDA [torch-device-mismatch]
+  // CHECK-MESSAGES: :[[@LINE-5]]:10: note: 'model' is on 'device' from here
+  // CHECK-MESSAGES: :[[@LINE-4]]:21: note: 'background' is on CPU from here
+  // CHECK-MESSAGES: :[[@LINE-12]]:28: note: operator '+' combines them here
+  auto fine = render(model, x, background.to(device));
+  (void)image;
+  (void)fine;
+}

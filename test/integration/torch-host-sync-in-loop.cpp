@@ -86,3 +86,31 @@ void cpu_training() {
     std::cout << loss.item<float>() << "\n";
   }
 }
+
+// Across calls, on the real headers: the MNIST loop is a template over the
+// loader type, and the device comes in as a parameter.
+template <typename DataLoader>
+void train_epoch(Net &model, torch::Device device, DataLoader &loader,
+                 torch::optim::Optimizer &optimizer) {
+  for (auto &batch : loader) {
+    optimizer.zero_grad();
+    auto loss = torch::nll_loss(model->forward(batch.data.to(device)),
+                                batch.target.to(device));
+    loss.backward();
+    optimizer.step();
+    std::cout << loss.template item<float>() << '\n';
+    // CHECK-MESSAGES: :[[@LINE-1]]:32: warning: 'loss.template item<float>()' synchronises the host with the GPU on every training step where 'device' is CUDA
+    // CHECK-MESSAGES: :[[@LINE-4]]:10: note: inside this training loop, which calls 'backward()'
+    // CHECK-MESSAGES: :[[@LINE-7]]:17: note: 'loss' is on 'device' from here
+  }
+}
+
+void train_mnist(torch::Device device) {
+  Net model;
+  model->to(device);
+  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      torch::data::datasets::MNIST("./data").map(torch::data::transforms::Stack<>()),
+      64);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  train_epoch(model, device, *loader, optimizer);
+}

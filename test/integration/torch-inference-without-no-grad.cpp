@@ -71,3 +71,34 @@ void grad_penalty(Net &model) {
     std::cout << g[0].sum().item<double>() << '\n';
   }
 }
+
+// Across calls, on the real headers: an evaluation loop that is a template
+// over the loader type warns; one whose every caller disables autograd
+// does not.
+template <typename DataLoader>
+double evaluate_loader(Net &model, DataLoader &loader) {
+  double correct = 0;
+  for (const auto &batch : loader) {
+    auto output = model->forward(batch.data);
+    // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard
+    // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop runs no backward() or optimizer step
+    correct += output.argmax(1).eq(batch.target).sum().template item<double>();
+  }
+  return correct;
+}
+
+double score_batches(Net &model, const std::vector<torch::Tensor> &batches) {
+  double sum = 0;
+  for (const auto &x : batches)
+    sum += model->forward(x).sum().item<double>();
+  return sum;
+}
+
+void validate_mnist(Net &model, const std::vector<torch::Tensor> &held_out) {
+  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      torch::data::datasets::MNIST("./data").map(torch::data::transforms::Stack<>()),
+      64);
+  std::cout << evaluate_loader(model, *loader) << '\n';
+  torch::NoGradGuard no_grad;
+  std::cout << score_batches(model, held_out) << '\n';
+}

@@ -58,3 +58,50 @@ void accumulate_then_backward() {
     total = total + model->forward(next_input()).sum();
   total.backward();
 }
+
+// Across calls, on the real headers: the MNIST loop is a template over the
+// loader type; a Trainer keeps its running loss in a member.
+template <typename DataLoader>
+void train_epoch(Net &model, DataLoader &loader,
+                 torch::optim::Optimizer &optimizer) {
+  torch::Tensor epoch_loss = torch::zeros({1});
+  double reported = 0;
+  for (auto &batch : loader) {
+    optimizer.zero_grad();
+    auto loss = torch::nll_loss(model->forward(batch.data), batch.target);
+    loss.backward();
+    optimizer.step();
+    epoch_loss += loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is accumulated into 'epoch_loss', declared outside the loop
+    // CHECK-MESSAGES: :[[@LINE-5]]:17: note: 'loss' joins the autograd graph here
+    reported += loss.template item<double>();
+  }
+}
+
+class Trainer {
+public:
+  void fit_epoch(const std::vector<torch::Tensor> &inputs) {
+    for (const auto &input : inputs) {
+      auto loss = model_->forward(input).sum();
+      loss.backward();
+      running_loss_ += loss;
+      // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: 'loss' is still attached to its autograd graph and is accumulated into member 'running_loss_'
+      // CHECK-MESSAGES: :[[@LINE-4]]:27: note: 'loss' joins the autograd graph here
+      detached_loss_ += loss.detach();
+    }
+  }
+
+private:
+  Net model_;
+  torch::Tensor running_loss_ = torch::zeros({1});
+  torch::Tensor detached_loss_ = torch::zeros({1});
+};
+
+void train_mnist() {
+  Net model;
+  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      torch::data::datasets::MNIST("./data").map(torch::data::transforms::Stack<>()),
+      64);
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  train_epoch(model, *loader, optimizer);
+}

@@ -35,3 +35,38 @@ void loader() {
 }
 
 void unknown(torch::Tensor t) { auto g = t.to(torch::kCUDA, true); }
+
+// Across calls, on the real headers: the MNIST training loop is a template
+// over the loader type, whose batches are collated into pageable memory; a
+// helper returns from_blob over a vector, another uploads what it is given.
+template <typename DataLoader>
+void train_epoch(DataLoader &loader, torch::Device device) {
+  for (auto &batch : loader) {
+    auto data = batch.data.to(device, /*non_blocking=*/true);
+    // CHECK-MESSAGES: :[[@LINE-1]]:28: warning: non_blocking copy of 'batch.data' to 'device' (CUDA on a machine with a GPU) from pageable memory runs synchronously
+    // CHECK-MESSAGES: :[[@LINE-3]]:14: note: 'batch.data' comes from a torch::data loader, which collates batches into pageable memory
+    (void)data;
+  }
+}
+
+torch::Tensor load_batch(std::vector<float> &pixels) {
+  return torch::from_blob(pixels.data(), {8, 784});
+}
+
+torch::Tensor upload(const torch::Tensor &t, torch::Device device) {
+  return t.to(device, /*non_blocking=*/true);
+}
+
+void train_mnist(torch::Device device) {
+  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      torch::data::datasets::MNIST("./data").map(torch::data::transforms::Stack<>()),
+      64);
+  train_epoch(*loader, device);
+  std::vector<float> pixels(8 * 784);
+  auto x = upload(load_batch(pixels), device);
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: non_blocking copy of 'load_batch(pixels)' (from 'load_batch()' at {{.*}}) to 'device' (CUDA on a machine with a GPU) from pageable memory
+  // CHECK-MESSAGES: :[[@LINE-11]]:12: note: the non_blocking copy is made here
+  auto y = upload(load_batch(pixels).pin_memory(), device);
+  (void)x;
+  (void)y;
+}
