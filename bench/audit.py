@@ -164,11 +164,16 @@ def findings(path):
                           for d in json.load(f)["findings"]))
 
 
-def rct_findings(text):
+def rct_findings(text, files):
+    """The findings of run-clang-tidy's output; clang-tidy names a file as
+    its compile command does, relative or not: resolved against \p files."""
     found = set()
-    for m in re.finditer(r"^(/[^:\n]+):(\d+):(\d+): (?:warning|error): .*\[([\w\-.,]+)\]$",
+    for m in re.finditer(r"^([^\s:\[][^:\n]*):(\d+):(\d+): (?:warning|error): .*\[([\w\-.,]+)\]$",
                          text, re.M):
-        found.add((m.group(1), int(m.group(2)), int(m.group(3)),
+        path = m.group(1)
+        if not os.path.isabs(path):
+            path = next((f for f in files if f.endswith(os.sep + path)), path)
+        found.add((path, int(m.group(2)), int(m.group(3)),
                    m.group(4).split(",")[0]))
     return sorted(found)
 
@@ -224,7 +229,7 @@ def run_corpus(shape, count, args, tools):
                              "-load", tools["plugin"], "-clang-tidy-binary", tools["clang-tidy"],
                              "-checks=-*,torch-*", "-quiet"], cwd, stdout=rct_out)
         with open(rct_out) as f:
-            rct_found = rct_findings(f.read())
+            rct_found = rct_findings(f.read(), files)
         show(rct)
         for name in ("audit cold", "audit warm"):
             outputs[name] = os.path.join(work, name.replace(" ", "-") + ".json")
