@@ -16,8 +16,8 @@ CrossTUPlan planCrossTU(const std::vector<TUResult> &Results) {
   CrossTUPlan Plan;
   auto Merged = std::make_shared<ExternalSummaries>();
   std::vector<std::optional<json::Object>> Exports(Results.size());
-  // In the order of the jobs, which does not depend on -j: the first TU
-  // that defines a function gives its summary.
+  // In the order of the jobs, which does not depend on -j; a function that
+  // two TUs define differently has no summary (ExternalSummaries::merge).
   for (size_t I = 0; I < Results.size(); ++I) {
     if (Results[I].SummaryExport.empty())
       continue;
