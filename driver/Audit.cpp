@@ -251,7 +251,10 @@ private:
       std::string Key;
       if (!Plans[I].CacheKey.empty())
         Key = Plans[I].CacheKey + "-x" + Plan.ReadDigests[K].substr(0, 32);
-      if (!Key.empty())
+      // Only after the TU's first-phase entry was read in this run, with
+      // every dependency checked: the second-phase entry keeps just the
+      // main file (reanalyse()), a cheap read on a warm audit.
+      if (!Key.empty() && Plans[I].Hit)
         if (std::optional<TUResult> Hit = Cache.lookup(Key)) {
           Hit->File = Jobs[I].File;
           Hit->SummaryExport = std::move(Results[I].SummaryExport);
@@ -275,8 +278,14 @@ private:
       return StringRef(File).starts_with(Audit.CacheDir);
     });
     R.SummaryExport = std::move(Results[I].SummaryExport);
-    if (Audit.UseResultCache && !Key.empty())
-      Cache.store(Key, R);
+    if (Audit.UseResultCache && !Key.empty()) {
+      TUResult Entry = R;
+      Entry.SummaryExport.clear(); // the first phase's entry has it
+      auto Main = llvm::find(R.Dependencies, Jobs[I].File);
+      if (Main != R.Dependencies.end())
+        Entry.Dependencies = {*Main};
+      Cache.store(Key, Entry);
+    }
     Results[I] = std::move(R);
   }
 
