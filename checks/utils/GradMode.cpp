@@ -191,8 +191,8 @@ GradModeAt GradModeOracle::callersOf(const FunctionDecl &FD, unsigned Depth) {
       Calls.push_back(Site.Call);
   }
   // Callers in other TUs, as an earlier audit saw them.
-  if (Calls.empty() && Program.entryContext(FD) &&
-      Program.entryContext(FD)->GradDisabled)
+  if (std::optional<EntryContext> Entry = Program.entryContext(FD);
+      Calls.empty() && Entry && Entry->GradDisabled)
     return GradModeAt::Disabled;
   InProgress.push_back(Canonical);
   bool SawUnknown = false;
