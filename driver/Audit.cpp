@@ -195,35 +195,38 @@ private:
   }
 
   void analyse() {
-    std::vector<size_t> Order;
+    std::vector<QueuedTU> Queue;
     for (size_t I = 0; I < Jobs.size(); ++I)
       if (!Plans[I].Hit)
-        Order.push_back(I);
-    // Largest first: the long TUs do not end up alone at the end.
-    llvm::stable_sort(Order, [&](size_t A, size_t B) {
-      return Plans[A].Size != Plans[B].Size ? Plans[A].Size > Plans[B].Size
-                                            : Jobs[A].File < Jobs[B].File;
-    });
-    // The PCH builds go first; a TU whose PCH is still being built waits
-    // for it while the queue is long (SharedPreambles::start).
-    std::vector<std::function<void()>> Work;
-    for (size_t G : Preambles.pendingBuilds())
-      Work.push_back([this, G] { buildPCH(G); });
-    for (size_t I : Order)
-      Work.push_back([this, I] { analyseOne(I); });
-    if (Order.empty())
+        Queue.push_back({I, Plans[I].Size, Jobs[I].File});
+    if (Queue.empty())
       return;
-
-    Progress = std::make_unique<ETAProgress>(Order.size(), Audit.Progress);
+    std::vector<size_t> Builds = Preambles.pendingBuilds();
+    Threads = threadsFor(Builds.size() + Queue.size());
+    for (QueuedTU &Q : Queue)
+      Q.WaitsForBuild = Preambles.waitsForBuild(Q.Index, Threads);
+    sortForAnalysis(Queue);
+    // The PCH builds go first.
+    std::vector<std::function<void()>> Work;
+    for (size_t G : Builds)
+      Work.push_back([this, G] { buildPCH(G); });
+    for (const QueuedTU &Q : Queue)
+      Work.push_back([this, I = Q.Index] { analyseOne(I); });
+    Progress = std::make_unique<ETAProgress>(Queue.size(), Audit.Progress);
     runInParallel(Work);
     Progress->finish();
   }
 
+  /// -j, or the cores, but no more than \p WorkItems.
+  unsigned threadsFor(size_t WorkItems) const {
+    unsigned N = Options.Jobs ? Options.Jobs
+                              : hardware_concurrency().compute_thread_count();
+    return std::max(1u, std::min<unsigned>(N, WorkItems));
+  }
+
   /// Runs \p Work on up to -j threads, in order of the list.
   void runInParallel(const std::vector<std::function<void()>> &Work) {
-    Threads = Options.Jobs ? Options.Jobs
-                           : hardware_concurrency().compute_thread_count();
-    Threads = std::max(1u, std::min<unsigned>(Threads, Work.size()));
+    Threads = threadsFor(Work.size());
     std::atomic<size_t> Next{0};
     DefaultThreadPool Pool(hardware_concurrency(Threads));
     for (unsigned T = 0; T < Threads; ++T)

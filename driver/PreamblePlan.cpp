@@ -10,6 +10,14 @@ using namespace llvm;
 
 namespace torchtidy {
 
+void sortForAnalysis(std::vector<QueuedTU> &Queue) {
+  llvm::stable_sort(Queue, [](const QueuedTU &A, const QueuedTU &B) {
+    if (A.WaitsForBuild != B.WaitsForBuild)
+      return B.WaitsForBuild;
+    return A.Size != B.Size ? A.Size > B.Size : A.File < B.File;
+  });
+}
+
 enum class PCHStatus { Building, Ready, Failed };
 
 struct SharedPreambles::Group {
@@ -134,12 +142,22 @@ void SharedPreambles::build(size_t Index) {
   Changed.notify_all();
 }
 
+bool SharedPreambles::waits(const Group &G, unsigned Threads) {
+  return G.Status == PCHStatus::Building && G.ToAnalyse >= std::max(1u, Threads);
+}
+
+bool SharedPreambles::waitsForBuild(size_t I, unsigned Threads) const {
+  Group *G = groupOf(I);
+  std::lock_guard<std::mutex> Lock(Mutex);
+  return G && waits(*G, Threads);
+}
+
 SharedPreambles::Use SharedPreambles::start(size_t I, unsigned Threads) {
   Group *G = groupOf(I);
   if (!G)
     return {};
   std::unique_lock<std::mutex> Lock(Mutex);
-  if (G->Status == PCHStatus::Building && G->ToAnalyse >= std::max(1u, Threads))
+  if (waits(*G, Threads))
     Changed.wait(Lock, [&] { return G->Status != PCHStatus::Building; });
   if (G->Status != PCHStatus::Ready)
     return {};

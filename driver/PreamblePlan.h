@@ -40,6 +40,21 @@ struct PreambleInput {
   bool Analysed = true;
 };
 
+/// A TU to analyse, as the queue of --audit orders it.
+struct QueuedTU {
+  size_t Index = 0;
+  uint64_t Size = 0; // of the main file
+  std::string File;
+  /// SharedPreambles::waitsForBuild().
+  bool WaitsForBuild = false;
+};
+
+/// Sorts \p Queue into the order the TUs start in, after the PCH builds:
+/// those that need no build first (full parses, the longest, run beside the
+/// builds instead of after them), then those that wait for one; largest
+/// first within each, so that a long TU does not finish alone.
+void sortForAnalysis(std::vector<QueuedTU> &Queue);
+
 class SharedPreambles {
 public:
   struct Options {
@@ -72,6 +87,10 @@ public:
   /// beside the build costs more than the wait); in a smaller group it is
   /// parsed in full beside the build.
   Use start(size_t I, unsigned Threads);
+  /// Whether start(I, Threads) would wait for a PCH being built now: the
+  /// caller runs such TUs after those that need no build, which then parse
+  /// beside it.
+  bool waitsForBuild(size_t I, unsigned Threads) const;
   /// The TU was parsed with the PCH, which could not be used (\p Why).
   void fellBack(size_t I, llvm::StringRef Why);
 
@@ -89,6 +108,8 @@ public:
 private:
   struct Group;
   Group *groupOf(size_t I) const;
+  /// Whether a TU of \p G waits for its build (Mutex held).
+  static bool waits(const Group &G, unsigned Threads);
 
   Options Opts;
   FileDigests &Digests;

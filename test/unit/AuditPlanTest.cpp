@@ -3,12 +3,13 @@
 // The pure parts of --audit's planning: which system headers open a file,
 // which flags key the shared preamble, how TUs are grouped around a shared
 // prefix, the words and lookups the preamble guard checks, the --shard
-// split, the memory budget.
+// split, the order of the queue, the memory budget.
 //
 //===----------------------------------------------------------------------===//
 
 #include "MemoryBudget.h"
 #include "PreambleFacts.h"
+#include "PreamblePlan.h"
 #include "PreambleScan.h"
 #include "Shard.h"
 #include "llvm/Support/FileSystem.h"
@@ -247,6 +248,20 @@ TEST(Shard, PartsAreDisjointCoverAllAndIgnoreTheOrderGiven) {
   ASSERT_EQ(Reversed.size(), Forward.size());
   for (size_t I = 0; I < Forward.size(); ++I)
     EXPECT_EQ(Reversed[I].File, Forward[I].File);
+}
+
+TEST(SortForAnalysis, FullParsesStartBesideTheBuildsThenLargestFirst) {
+  // TUs 0 and 2 wait for a PCH being built; 1 and 3 need no build.
+  std::vector<QueuedTU> Queue = {{0, 900, "a.cpp", true},
+                                 {1, 100, "b.cpp", false},
+                                 {2, 500, "c.cpp", true},
+                                 {3, 300, "d.cpp", false},
+                                 {4, 300, "c.cpp", false}};
+  sortForAnalysis(Queue);
+  std::vector<size_t> Order;
+  for (const QueuedTU &Q : Queue)
+    Order.push_back(Q.Index);
+  EXPECT_EQ(Order, (std::vector<size_t>{4, 3, 1, 0, 2}));
 }
 
 TEST(MemoryBudget, HoldsBackWhatDoesNotFitButAlwaysRunsOne) {
