@@ -12,6 +12,15 @@ using clang::tidy::torch::ExternalSummaries;
 
 namespace torchtidy {
 
+static StringSet<> stringSet(const json::Array *Strings) {
+  StringSet<> Out;
+  if (Strings)
+    for (const json::Value &V : *Strings)
+      if (std::optional<StringRef> S = V.getAsString())
+        Out.insert(*S);
+  return Out;
+}
+
 CrossTUPlan planCrossTU(const std::vector<TUResult> &Results) {
   CrossTUPlan Plan;
   auto Merged = std::make_shared<ExternalSummaries>();
@@ -58,20 +67,31 @@ CrossTUPlan planCrossTU(const std::vector<TUResult> &Results) {
     if (const json::Object *Fs = Export.getObject("functions"))
       for (const auto &F : *Fs)
         Own.insert(F.first.str());
+    // What its checks asked for (ExternalReads); an export without the
+    // list may have asked for anything.
+    const json::Object *Asked = Export.getObject("reads");
+    StringSet<> AskedSummaries, AskedEntries;
+    if (Asked) {
+      AskedSummaries = stringSet(Asked->getArray("summaries"));
+      AskedEntries = stringSet(Asked->getArray("entries"));
+    }
     // The facts this TU reads: the summaries of functions defined elsewhere
     // that it calls, and the entry contexts that other TUs' calls give the
-    // functions it defines.
+    // functions it defines; of those, the ones its checks asked for. A
+    // second analysis differs from the first only through them.
     std::vector<std::string> Reads;
     if (const json::Array *Calls = Export.getArray("calls"))
       for (const json::Value &C : *Calls) {
         const json::Object *O = C.getAsObject();
         std::optional<StringRef> Callee =
             O ? O->getString("callee") : std::nullopt;
-        if (Callee && Merged->contains(*Callee) && !Own.contains(*Callee))
+        if (Callee && Merged->contains(*Callee) && !Own.contains(*Callee) &&
+            (!Asked || AskedSummaries.contains(*Callee)))
           Reads.push_back(Callee->str());
       }
     for (const auto &F : Own)
       if (Merged->hasEntry(F.first()) &&
+          (!Asked || AskedEntries.contains(F.first())) &&
           llvm::any_of(CallingTUs.lookup(F.first()),
                        [&](size_t Caller) { return Caller != I; }))
         Reads.push_back(F.first().str());

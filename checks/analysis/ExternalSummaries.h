@@ -42,6 +42,16 @@ struct EntryContext {
   bool GradDisabled = false;
 };
 
+/// The facts of other TUs that the analyses of one TU asked for, provided
+/// or not: a second analysis of the TU with the program's summaries can
+/// differ from the first only where one of them is known (CrossTU.h).
+struct ExternalReads {
+  /// Functions called but not defined here, whose summary was asked for.
+  llvm::StringSet<> Summaries;
+  /// Functions whose entry context was asked for.
+  llvm::StringSet<> Entries;
+};
+
 class ExternalSummaries {
 public:
   /// Reads a summary file (`--summaries=FILE`) or the summaries of an audit
@@ -105,8 +115,9 @@ llvm::json::Object serializeSummary(const FunctionDecl &F,
 std::string usrOf(const Decl &D);
 
 /// The summaries this TU exports (its externally visible functions defined
-/// in user code) and what it records at its calls of functions it does not
-/// define, as one document.
+/// in user code), what it records at its calls of functions it does not
+/// define, and the external facts its checks asked for (call it after
+/// them), as one document.
 llvm::json::Object exportTranslationUnit(ProgramModel &Program);
 
 } // namespace clang::tidy::torch

@@ -50,6 +50,15 @@ std::shared_ptr<ProgramModel> ProgramModel::get(ASTContext &Ctx,
     return Existing;
   auto Model = std::make_shared<ProgramModel>(Ctx, Opts);
   Model->External = CurrentExternal;
+  // The TU's models with other options record into the same reads.
+  for (auto It = Registry.lower_bound({&Ctx, ""});
+       It != Registry.end() && It->first.first == &Ctx; ++It)
+    if (std::shared_ptr<ProgramModel> Other = It->second.lock()) {
+      Model->Reads = Other->Reads;
+      break;
+    }
+  if (!Model->Reads)
+    Model->Reads = std::make_shared<ExternalReads>();
   Slot = Model;
   return Model;
 }
@@ -336,8 +345,10 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
     if (!isRecursive(F) && isAnalyzable(*Definition))
       if (const TensorFlowAnalysis *A = analysis(*Definition))
         Result = buildSummary(*Definition, *A, *this);
-  } else if (External) {
-    Result = External->lookup(F, *this);
+  } else {
+    Reads->Summaries.insert(usrOf(F));
+    if (External)
+      Result = External->lookup(F, *this);
   }
   auto &Slot = Summaries[Canonical];
   Slot = std::move(Result);
@@ -372,6 +383,7 @@ const FunctionSummary *ProgramModel::summaryForCall(const Expr &E) {
 
 std::optional<EntryContext>
 ProgramModel::entryContext(const FunctionDecl &F) const {
+  Reads->Entries.insert(usrOf(F));
   return External ? External->entry(F) : std::nullopt;
 }
 

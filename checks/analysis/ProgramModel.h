@@ -103,6 +103,9 @@ public:
   const FunctionSummary *summary(const FunctionDecl &F);
   /// What the whole program (an earlier audit) knows at \p F's entry.
   std::optional<EntryContext> entryContext(const FunctionDecl &F) const;
+  /// The external facts asked for so far by the models of this TU, with
+  /// any options.
+  const ExternalReads &externalReads() const { return *Reads; }
   /// The members' facts at entry to a member function of \p Class.
   const ClassState &classState(const CXXRecordDecl &Class);
 
@@ -138,6 +141,8 @@ private:
   ASTContext &Ctx;
   TorchApiOptions Opts;
   std::shared_ptr<const ExternalSummaries> External;
+  /// Shared by the models of the TU (get()).
+  std::shared_ptr<ExternalReads> Reads;
 
   bool GraphBuilt = false;
   CallGraph Graph;

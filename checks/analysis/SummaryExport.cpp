@@ -1,10 +1,10 @@
 //===--- SummaryExport.cpp - torch-tidy -----------------------------------===//
 //
 // What one TU tells an audit about itself: the summaries of the externally
-// visible functions its main file defines, and, at each call of an
-// externally visible user function, whether the call runs only where CUDA
-// is available and with autograd off (ExternalSummaries::finishEntries
-// combines the calls of all TUs).
+// visible functions its main file defines; at each call of an externally
+// visible user function, whether the call runs only where CUDA is available
+// and with autograd off (ExternalSummaries::finishEntries combines the calls
+// of all TUs); and which facts of other TUs its checks asked for.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +24,24 @@ static bool isExported(const FunctionDecl &F) {
            cast<CXXMethodDecl>(F).getParent()->isLambda());
 }
 
+/// \p Set, sorted.
+static llvm::json::Array sorted(const llvm::StringSet<> &Set) {
+  std::vector<llvm::StringRef> Keys;
+  for (const auto &K : Set)
+    Keys.push_back(K.getKey());
+  llvm::sort(Keys);
+  llvm::json::Array Out;
+  for (llvm::StringRef K : Keys)
+    Out.push_back(K);
+  return Out;
+}
+
 llvm::json::Object exportTranslationUnit(ProgramModel &Program) {
+  // What the checks asked for, before the export's own questions below:
+  // they shape no finding.
+  const ExternalReads &Asked = Program.externalReads();
+  llvm::json::Object Reads{{"summaries", sorted(Asked.Summaries)},
+                           {"entries", sorted(Asked.Entries)}};
   ASTContext &Ctx = Program.context();
   const SourceManager &SM = Ctx.getSourceManager();
   const CallGraph &Graph = Program.callGraph();
@@ -79,7 +96,8 @@ llvm::json::Object exportTranslationUnit(ProgramModel &Program) {
   return llvm::json::Object{{"version", SummaryFormatVersion},
                             {"functions", std::move(Summaries)},
                             {"calls", std::move(Calls)},
-                            {"addressTaken", std::move(AddressTaken)}};
+                            {"addressTaken", std::move(AddressTaken)},
+                            {"reads", std::move(Reads)}};
 }
 
 } // namespace clang::tidy::torch

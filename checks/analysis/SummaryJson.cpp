@@ -8,6 +8,7 @@
 //                        "maySynchronize", "mayRunOpaqueBackward"}},
 //    "calls": [{"callee": USR, "caller": USR, "cudaGuarded", "gradDisabled"}],
 //    "addressTaken": [USR],
+//    "reads": {"summaries": [USR], "entries": [USR]},
 //    "entries": {USR: {"cudaGuarded", "gradDisabled"}}}
 //
 // FACTS = {"device": {"kind", "ordinal", "param", "holder", "origin", "via"},

@@ -1,0 +1,9 @@
+#include "report.h"
+
+int main() {
+  Net net;
+  std::vector<torch::Tensor> batches;
+  torch::NoGradGuard no_grad;
+  auto unit = normalise(torch::ones({2}));
+  return score(net, batches) > 0;
+}

@@ -1,0 +1,11 @@
+#pragma once
+#include <torch/torch.h>
+#include <vector>
+
+struct NetImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x);
+};
+TORCH_MODULE(Net);
+
+torch::Tensor normalise(const torch::Tensor &t);
+double score(Net &net, const std::vector<torch::Tensor> &batches);
