@@ -159,16 +159,21 @@ private:
     }
   }
 
+  /// On -j threads: reading an entry (its ~1500 dependencies) is most of
+  /// a warm audit.
   void lookup() {
-    for (size_t I = 0; I < Jobs.size(); ++I) {
-      std::optional<TUResult> Hit = Cache.lookup(Plans[I].CacheKey);
-      if (!Hit)
-        continue;
-      Hit->File = Jobs[I].File;
-      Results[I] = std::move(*Hit);
-      Plans[I].Hit = true;
-      ++Reused;
-    }
+    std::vector<std::function<void()>> Work;
+    for (size_t I = 0; I < Jobs.size(); ++I)
+      Work.push_back([this, I] {
+        std::optional<TUResult> Hit = Cache.lookup(Plans[I].CacheKey);
+        if (!Hit)
+          return;
+        Hit->File = Jobs[I].File;
+        Results[I] = std::move(*Hit);
+        Plans[I].Hit = true;
+        ++Reused;
+      });
+    runInParallel(Work);
   }
 
   void planPCHs() {
