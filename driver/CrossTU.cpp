@@ -12,12 +12,13 @@ using clang::tidy::torch::ExternalSummaries;
 
 namespace torchtidy {
 
-static StringSet<> stringSet(const json::Array *Strings) {
-  StringSet<> Out;
-  if (Strings)
-    for (const json::Value &V : *Strings)
+/// The strings of \p Array (none when it is missing).
+static std::vector<StringRef> strings(const json::Array *Array) {
+  std::vector<StringRef> Out;
+  if (Array)
+    for (const json::Value &V : *Array)
       if (std::optional<StringRef> S = V.getAsString())
-        Out.insert(*S);
+        Out.push_back(*S);
   return Out;
 }
 
@@ -63,42 +64,31 @@ CrossTUPlan planCrossTU(const std::vector<TUResult> &Results) {
     if (!Exports[I])
       continue;
     const json::Object &Export = *Exports[I];
+    // The facts of other TUs its checks asked for (ExternalReads); a second
+    // analysis differs from the first only through those the program knows:
+    // the summaries of functions defined elsewhere, and the entry contexts
+    // that other TUs' calls give the functions it defines. (Every export
+    // lists them; one read back without the list is treated as asking
+    // nothing, as a TU without an export.)
+    const json::Object *Asked = Export.getObject("reads");
+    if (!Asked)
+      continue;
     StringSet<> Own;
     if (const json::Object *Fs = Export.getObject("functions"))
       for (const auto &F : *Fs)
         Own.insert(F.first.str());
-    // What its checks asked for (ExternalReads); an export without the
-    // list may have asked for anything.
-    const json::Object *Asked = Export.getObject("reads");
-    StringSet<> AskedSummaries, AskedEntries;
-    if (Asked) {
-      AskedSummaries = stringSet(Asked->getArray("summaries"));
-      AskedEntries = stringSet(Asked->getArray("entries"));
-    }
-    // The facts this TU reads: the summaries of functions defined elsewhere
-    // that it calls, and the entry contexts that other TUs' calls give the
-    // functions it defines; of those, the ones its checks asked for. A
-    // second analysis differs from the first only through them.
     std::vector<std::string> Reads;
-    if (const json::Array *Calls = Export.getArray("calls"))
-      for (const json::Value &C : *Calls) {
-        const json::Object *O = C.getAsObject();
-        std::optional<StringRef> Callee =
-            O ? O->getString("callee") : std::nullopt;
-        if (Callee && Merged->contains(*Callee) && !Own.contains(*Callee) &&
-            (!Asked || AskedSummaries.contains(*Callee)))
-          Reads.push_back(Callee->str());
-      }
-    for (const auto &F : Own)
-      if (Merged->hasEntry(F.first()) &&
-          (!Asked || AskedEntries.contains(F.first())) &&
-          llvm::any_of(CallingTUs.lookup(F.first()),
+    for (StringRef Callee : strings(Asked->getArray("summaries")))
+      if (Merged->contains(Callee))
+        Reads.push_back(Callee.str());
+    for (StringRef F : strings(Asked->getArray("entries")))
+      if (Own.contains(F) && Merged->hasEntry(F) &&
+          llvm::any_of(CallingTUs.lookup(F),
                        [&](size_t Caller) { return Caller != I; }))
-        Reads.push_back(F.first().str());
+        Reads.push_back(F.str());
     if (Reads.empty())
       continue;
     llvm::sort(Reads);
-    Reads.erase(std::unique(Reads.begin(), Reads.end()), Reads.end());
     Plan.Rerun.push_back(I);
     Plan.ReadDigests.push_back(Merged->digestOf(Reads));
   }

@@ -44,7 +44,7 @@ struct PreambleInput {
 struct QueuedTU {
   size_t Index = 0;
   uint64_t Size = 0; // of the main file
-  std::string File;
+  llvm::StringRef File;
   /// SharedPreambles::waitsForBuild().
   bool WaitsForBuild = false;
 };

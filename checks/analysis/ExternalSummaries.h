@@ -78,8 +78,9 @@ public:
   /// The summary of \p F (declared, not defined, in \p Program's TU).
   std::optional<FunctionSummary> lookup(const FunctionDecl &F,
                                         ProgramModel &Program) const;
-  /// What the whole program knows at \p F's entry; nullopt when nothing.
-  std::optional<EntryContext> entry(const FunctionDecl &F) const;
+  /// What the whole program knows at the entry of the function \p USR;
+  /// nullopt when nothing.
+  std::optional<EntryContext> entry(llvm::StringRef USR) const;
 
   /// The whole set, as a document to write.
   llvm::json::Object toJSON() const;

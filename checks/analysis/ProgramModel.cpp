@@ -383,8 +383,9 @@ const FunctionSummary *ProgramModel::summaryForCall(const Expr &E) {
 
 std::optional<EntryContext>
 ProgramModel::entryContext(const FunctionDecl &F) const {
-  Reads->Entries.insert(usrOf(F));
-  return External ? External->entry(F) : std::nullopt;
+  std::string USR = usrOf(F);
+  Reads->Entries.insert(USR);
+  return External ? External->entry(USR) : std::nullopt;
 }
 
 const ClassState &ProgramModel::classState(const CXXRecordDecl &Class) {

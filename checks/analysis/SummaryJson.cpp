@@ -502,8 +502,8 @@ ExternalSummaries::lookup(const FunctionDecl &F, ProgramModel &Program) const {
   return Reader(F, Program).summary(It->second);
 }
 
-std::optional<EntryContext> ExternalSummaries::entry(const FunctionDecl &F) const {
-  auto It = Entries.find(usrOf(F));
+std::optional<EntryContext> ExternalSummaries::entry(llvm::StringRef USR) const {
+  auto It = Entries.find(USR);
   if (It == Entries.end())
     return std::nullopt;
   return It->second;
