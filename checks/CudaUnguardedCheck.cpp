@@ -1,9 +1,9 @@
 //===--- CudaUnguardedCheck.cpp - torch-tidy ------------------------------===//
 
 #include "CudaUnguardedCheck.h"
-#include "analysis/ProgramModel.h"
+#include "model/ProgramModel.h"
 #include "clang-tidy/utils/OptionsUtils.h"
-#include "utils/TorchMatchers.h"
+#include "api/TorchMatchers.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 

@@ -3,9 +3,9 @@
 #ifndef TORCH_TIDY_CUDAUNGUARDEDCHECK_H
 #define TORCH_TIDY_CUDAUNGUARDEDCHECK_H
 
-#include "analysis/CudaAvailabilityGuard.h"
+#include "model/CudaAvailabilityGuard.h"
 #include "clang-tidy/ClangTidyCheck.h"
-#include "utils/UserCodeTraversal.h"
+#include "model/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 

@@ -1,11 +1,11 @@
 //===--- DeviceIndexUncheckedCheck.cpp - torch-tidy -----------------------===//
 
 #include "DeviceIndexUncheckedCheck.h"
-#include "analysis/DeviceCountGuards.h"
-#include "analysis/ProgramModel.h"
+#include "model/DeviceCountGuards.h"
+#include "model/ProgramModel.h"
 #include "clang-tidy/utils/OptionsUtils.h"
-#include "utils/TorchMatchers.h"
-#include "utils/UserCodeParents.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"

@@ -4,7 +4,7 @@
 #define TORCH_TIDY_DEVICEINDEXUNCHECKEDCHECK_H
 
 #include "clang-tidy/ClangTidyCheck.h"
-#include "utils/UserCodeTraversal.h"
+#include "model/UserCodeTraversal.h"
 #include "llvm/ADT/DenseSet.h"
 #include <memory>
 

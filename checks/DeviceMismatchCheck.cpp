@@ -1,8 +1,8 @@
 //===--- DeviceMismatchCheck.cpp - torch-tidy -----------------------------===//
 
 #include "DeviceMismatchCheck.h"
-#include "analysis/SummaryBuilder.h"
-#include "utils/TorchMatchers.h"
+#include "model/SummaryBuilder.h"
+#include "api/TorchMatchers.h"
 
 namespace clang::tidy::torch {
 

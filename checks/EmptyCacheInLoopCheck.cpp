@@ -2,7 +2,7 @@
 
 #include "EmptyCacheInLoopCheck.h"
 #include "clang-tidy/utils/OptionsUtils.h"
-#include "utils/TorchMatchers.h"
+#include "api/TorchMatchers.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 
 using namespace clang::ast_matchers;

@@ -4,7 +4,7 @@
 #define TORCH_TIDY_EMPTYCACHEINLOOPCHECK_H
 
 #include "clang-tidy/ClangTidyCheck.h"
-#include "utils/UserCodeTraversal.h"
+#include "model/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 

@@ -1,10 +1,10 @@
 //===--- EmptyCacheOomRetryCheck.cpp - torch-tidy -------------------------===//
 
 #include "EmptyCacheOomRetryCheck.h"
-#include "analysis/OomRetry.h"
+#include "model/OomRetry.h"
 #include "clang-tidy/utils/OptionsUtils.h"
-#include "utils/TorchMatchers.h"
-#include "utils/UserCodeParents.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 
 using namespace clang::ast_matchers;

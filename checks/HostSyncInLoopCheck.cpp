@@ -17,11 +17,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostSyncInLoopCheck.h"
-#include "analysis/TrainingLoopRepeats.h"
+#include "model/TrainingLoopRepeats.h"
 #include "clang-tidy/utils/OptionsUtils.h"
-#include "utils/TorchMatchers.h"
-#include "utils/TrainingLoop.h"
-#include "utils/UserCodeParents.h"
+#include "api/TorchMatchers.h"
+#include "model/TrainingLoop.h"
+#include "model/UserCodeParents.h"
 #include "llvm/ADT/DenseMap.h"
 
 namespace clang::tidy::torch {

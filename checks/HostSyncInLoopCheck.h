@@ -3,7 +3,7 @@
 #ifndef TORCH_TIDY_HOSTSYNCINLOOPCHECK_H
 #define TORCH_TIDY_HOSTSYNCINLOOPCHECK_H
 
-#include "utils/ModelCheck.h"
+#include "ModelCheck.h"
 
 namespace clang::tidy::torch {
 

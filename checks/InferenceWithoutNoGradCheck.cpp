@@ -2,10 +2,10 @@
 
 #include "InferenceWithoutNoGradCheck.h"
 #include "clang-tidy/utils/OptionsUtils.h"
-#include "utils/TrainingLoop.h"
-#include "utils/GradMode.h"
-#include "utils/TorchMatchers.h"
-#include "utils/UserCodeParents.h"
+#include "model/TrainingLoop.h"
+#include "model/GradMode.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
 using namespace clang::ast_matchers;

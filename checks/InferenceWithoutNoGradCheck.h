@@ -3,7 +3,7 @@
 #ifndef TORCH_TIDY_INFERENCEWITHOUTNOGRADCHECK_H
 #define TORCH_TIDY_INFERENCEWITHOUTNOGRADCHECK_H
 
-#include "utils/ModelCheck.h"
+#include "ModelCheck.h"
 #include <memory>
 
 namespace clang::tidy::torch {

@@ -1,9 +1,9 @@
 //===--- LossAccumulationGraphCheck.cpp - torch-tidy ----------------------===//
 
 #include "LossAccumulationGraphCheck.h"
-#include "analysis/LossAccumulation.h"
-#include "utils/GradMode.h"
-#include "utils/TorchMatchers.h"
+#include "model/LossAccumulation.h"
+#include "model/GradMode.h"
+#include "api/TorchMatchers.h"
 #include "clang/Lex/Lexer.h"
 
 namespace clang::tidy::torch {

@@ -3,7 +3,7 @@
 #ifndef TORCH_TIDY_LOSSACCUMULATIONGRAPHCHECK_H
 #define TORCH_TIDY_LOSSACCUMULATIONGRAPHCHECK_H
 
-#include "utils/ModelCheck.h"
+#include "ModelCheck.h"
 #include <memory>
 
 namespace clang::tidy::torch {

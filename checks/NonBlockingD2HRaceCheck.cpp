@@ -1,7 +1,7 @@
 //===--- NonBlockingD2HRaceCheck.cpp - torch-tidy -------------------------===//
 
 #include "NonBlockingD2HRaceCheck.h"
-#include "utils/TorchMatchers.h"
+#include "api/TorchMatchers.h"
 
 namespace clang::tidy::torch {
 

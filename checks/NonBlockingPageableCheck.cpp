@@ -1,9 +1,9 @@
 //===--- NonBlockingPageableCheck.cpp - torch-tidy ------------------------===//
 
 #include "NonBlockingPageableCheck.h"
-#include "analysis/SummaryBuilder.h"
+#include "model/SummaryBuilder.h"
 #include "clang-tidy/utils/OptionsUtils.h"
-#include "utils/TorchMatchers.h"
+#include "api/TorchMatchers.h"
 #include "clang/Lex/Lexer.h"
 
 namespace clang::tidy::torch {

@@ -3,7 +3,7 @@
 #ifndef TORCH_TIDY_NONBLOCKINGPAGEABLECHECK_H
 #define TORCH_TIDY_NONBLOCKINGPAGEABLECHECK_H
 
-#include "utils/ModelCheck.h"
+#include "ModelCheck.h"
 
 namespace clang::tidy::torch {
 

@@ -16,7 +16,7 @@
 #include "InferenceWithoutNoGradCheck.h"
 #include "LossAccumulationGraphCheck.h"
 #include "TensorToDiscardedCheck.h"
-#include "utils/KeepGoing.h"
+#include "KeepGoing.h"
 #include "clang-tidy/ClangTidyModule.h"
 #include "clang-tidy/ClangTidyModuleRegistry.h"
 

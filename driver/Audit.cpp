@@ -3,7 +3,7 @@
 #include "Audit.h"
 
 #include "CrossTU.h"
-#include "analysis/ProgramModel.h"
+#include "model/ProgramModel.h"
 
 #include "FileDigest.h"
 #include "MemoryBudget.h"

@@ -13,7 +13,7 @@
 #define TORCH_TIDY_DRIVER_CROSSTU_H
 
 #include "Runner.h"
-#include "analysis/ExternalSummaries.h"
+#include "model/ExternalSummaries.h"
 #include <memory>
 #include <vector>
 

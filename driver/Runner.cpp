@@ -23,7 +23,7 @@
 #include "Messages.h"
 #include "SummaryExporter.h"
 #include "SystemBodies.h"
-#include "analysis/TensorFlowAnalysis.h"
+#include "model/TensorFlowAnalysis.h"
 #include "clang-tidy/ClangTidy.h"
 #include "clang-tidy/ClangTidyModule.h"
 #include "clang-tidy/GlobList.h"

@@ -1,8 +1,8 @@
 //===--- SummaryExporter.cpp - torch-tidy driver --------------------------===//
 
 #include "SummaryExporter.h"
-#include "analysis/ExternalSummaries.h"
-#include "analysis/ProgramModel.h"
+#include "model/ExternalSummaries.h"
+#include "model/ProgramModel.h"
 #include "clang/Frontend/MultiplexConsumer.h"
 #include "llvm/Support/FormatVariadic.h"
 

@@ -2,7 +2,7 @@
 
 #include "SystemBodies.h"
 
-#include "utils/UserCodeParents.h"
+#include "model/UserCodeParents.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/DeclTemplate.h"

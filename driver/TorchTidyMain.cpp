@@ -15,8 +15,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Audit.h"
-#include "analysis/ExternalSummaries.h"
-#include "analysis/ProgramModel.h"
+#include "model/ExternalSummaries.h"
+#include "model/ProgramModel.h"
 #include "CompileDb.h"
 #include "Config.h"
 #include "Explain.h"

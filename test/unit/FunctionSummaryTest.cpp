@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "analysis/ExternalSummaries.h"
-#include "analysis/ProgramModel.h"
+#include "model/ExternalSummaries.h"
+#include "model/ProgramModel.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Frontend/ASTUnit.h"
 #include "clang/Tooling/Tooling.h"

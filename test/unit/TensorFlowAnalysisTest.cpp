@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "analysis/ProgramModel.h"
-#include "analysis/TensorFlowAnalysis.h"
+#include "model/ProgramModel.h"
+#include "model/TensorFlowAnalysis.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Frontend/ASTUnit.h"
 #include "clang/Tooling/Tooling.h"

@@ -1,6 +1,6 @@
 //===--- TorchMatchersTest.cpp - torch-tidy unit tests --------------------===//
 
-#include "utils/TorchMatchers.h"
+#include "api/TorchMatchers.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Frontend/ASTUnit.h"

@@ -1,9 +1,9 @@
 //===--- GradMode.cpp - torch-tidy ----------------------------------------===//
 
 #include "GradMode.h"
-#include "TorchMatchers.h"
+#include "api/TorchMatchers.h"
 #include "UserCodeParents.h"
-#include "analysis/ProgramModel.h"
+#include "model/ProgramModel.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"

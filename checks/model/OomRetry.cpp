@@ -1,8 +1,8 @@
 //===--- OomRetry.cpp - torch-tidy ----------------------------------------===//
 
 #include "OomRetry.h"
-#include "utils/TorchMatchers.h"
-#include "utils/UserCodeParents.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"

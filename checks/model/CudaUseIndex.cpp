@@ -3,7 +3,7 @@
 #include "CudaUseIndex.h"
 #include "CudaAvailabilityGuard.h"
 #include "CudaDeviceLiterals.h"
-#include "utils/UserCodeParents.h"
+#include "model/UserCodeParents.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Basic/SourceManager.h"

@@ -3,8 +3,8 @@
 #include "SummaryBuilder.h"
 #include "ProgramModel.h"
 #include "TensorFlowAnalysis.h"
-#include "utils/TorchMatchers.h"
-#include "utils/TrainingLoop.h"
+#include "api/TorchMatchers.h"
+#include "model/TrainingLoop.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 

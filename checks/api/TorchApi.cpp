@@ -1,7 +1,7 @@
 //===--- TorchApi.cpp - torch-tidy ----------------------------------------===//
 
-#include "TorchApi.h"
-#include "utils/TorchMatchers.h"
+#include "api/TorchApi.h"
+#include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/DeclTemplate.h"
 #include "llvm/ADT/StringSet.h"

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TensorModel.h"
-#include "utils/TorchMatchers.h"
+#include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"

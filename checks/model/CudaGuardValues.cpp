@@ -8,7 +8,7 @@
 
 #include "CudaAvailabilityGuardImpl.h"
 #include "CudaDeviceLiterals.h"
-#include "utils/UserCodeParents.h"
+#include "model/UserCodeParents.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
 #include "clang/Basic/Builtins.h"
 

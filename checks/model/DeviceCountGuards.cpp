@@ -2,7 +2,7 @@
 
 #include "DeviceCountGuards.h"
 #include "ProgramModel.h"
-#include "utils/UserCodeParents.h"
+#include "model/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"

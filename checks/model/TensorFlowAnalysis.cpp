@@ -1,7 +1,7 @@
 //===--- TensorFlowAnalysis.cpp - torch-tidy ------------------------------===//
 
 #include "TensorFlowAnalysis.h"
-#include "utils/UserCodeParents.h"
+#include "model/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"

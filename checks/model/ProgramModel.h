@@ -25,7 +25,7 @@
 #include "ClassState.h"
 #include "ExternalSummaries.h"
 #include "FunctionSummary.h"
-#include "TorchApi.h"
+#include "api/TorchApi.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/Analysis/CallGraph.h"

@@ -3,9 +3,9 @@
 #include "ClassState.h"
 #include "ProgramModel.h"
 #include "TensorFlowAnalysis.h"
-#include "utils/TorchMatchers.h"
-#include "utils/UserCodeParents.h"
-#include "utils/UserCodeTraversal.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
+#include "model/UserCodeTraversal.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
 namespace clang::tidy::torch {

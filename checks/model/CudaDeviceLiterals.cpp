@@ -2,7 +2,7 @@
 
 #include "CudaDeviceLiterals.h"
 #include "CudaAvailabilityGuard.h"
-#include "utils/TorchMatchers.h"
+#include "api/TorchMatchers.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
 

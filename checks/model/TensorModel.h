@@ -9,7 +9,7 @@
 #define TORCH_TIDY_ANALYSIS_TENSORMODEL_H
 
 #include "TensorFacts.h"
-#include "TorchApi.h"
+#include "api/TorchApi.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Stmt.h"
 #include "llvm/ADT/DenseSet.h"

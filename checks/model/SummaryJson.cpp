@@ -24,7 +24,7 @@
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Index/USRGeneration.h"
-#include "utils/UserCodeTraversal.h"
+#include "model/UserCodeTraversal.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/FileSystem.h"

@@ -8,7 +8,7 @@
 
 #include "ProgramModel.h"
 #include "TensorModel.h"
-#include "utils/TorchMatchers.h"
+#include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 

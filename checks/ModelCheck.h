@@ -11,10 +11,10 @@
 #ifndef TORCH_TIDY_UTILS_MODELCHECK_H
 #define TORCH_TIDY_UTILS_MODELCHECK_H
 
-#include "analysis/ProgramModel.h"
-#include "analysis/TensorFlowAnalysis.h"
+#include "model/ProgramModel.h"
+#include "model/TensorFlowAnalysis.h"
 #include "clang-tidy/ClangTidyCheck.h"
-#include "utils/UserCodeTraversal.h"
+#include "model/UserCodeTraversal.h"
 #include "llvm/ADT/DenseSet.h"
 #include <memory>
 

@@ -18,7 +18,7 @@
 #ifndef TORCH_TIDY_UTILS_TRAININGLOOP_H
 #define TORCH_TIDY_UTILS_TRAININGLOOP_H
 
-#include "analysis/TorchApi.h"
+#include "api/TorchApi.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/Stmt.h"

@@ -1,8 +1,8 @@
 //===--- TorchMatchers.cpp - torch-tidy -----------------------------------===//
 
-#include "TorchMatchers.h"
-#include "UserCodeParents.h"
-#include "analysis/TorchApi.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
+#include "api/TorchApi.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"

@@ -3,10 +3,10 @@
 #include "LossAccumulation.h"
 #include "ProgramModel.h"
 #include "TensorFlowAnalysis.h"
-#include "utils/GradMode.h"
-#include "utils/TorchMatchers.h"
-#include "utils/UserCodeParents.h"
-#include "utils/UserCodeTraversal.h"
+#include "model/GradMode.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
+#include "model/UserCodeTraversal.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
 namespace clang::tidy::torch {

@@ -2,9 +2,9 @@
 
 #include "TrainingLoopRepeats.h"
 #include "ProgramModel.h"
-#include "utils/TorchMatchers.h"
-#include "utils/TrainingLoop.h"
-#include "utils/UserCodeParents.h"
+#include "api/TorchMatchers.h"
+#include "model/TrainingLoop.h"
+#include "model/UserCodeParents.h"
 #include "clang/AST/StmtCXX.h"
 
 namespace clang::tidy::torch {

@@ -11,7 +11,7 @@
 #include "CudaAvailabilityGuard.h"
 #include "ExternalSummaries.h"
 #include "ProgramModel.h"
-#include "utils/GradMode.h"
+#include "model/GradMode.h"
 #include "clang/Basic/SourceManager.h"
 
 namespace clang::tidy::torch {

@@ -6,8 +6,8 @@
 
 #include "ProgramModel.h"
 #include "TensorModel.h"
-#include "utils/TorchMatchers.h"
-#include "utils/UserCodeParents.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"

@@ -1,8 +1,8 @@
 //===--- TrainingLoop.cpp - torch-tidy ------------------------------------===//
 
 #include "TrainingLoop.h"
-#include "TorchMatchers.h"
-#include "analysis/ProgramModel.h"
+#include "api/TorchMatchers.h"
+#include "model/ProgramModel.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"

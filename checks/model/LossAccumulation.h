@@ -15,7 +15,7 @@
 #define TORCH_TIDY_ANALYSIS_LOSSACCUMULATION_H
 
 #include "TensorFacts.h"
-#include "utils/TrainingLoop.h"
+#include "model/TrainingLoop.h"
 #include "clang/AST/Stmt.h"
 #include <string>
 #include <vector>
