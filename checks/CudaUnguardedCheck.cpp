@@ -1,74 +1,138 @@
 //===--- CudaUnguardedCheck.cpp - torch-tidy ------------------------------===//
 
 #include "CudaUnguardedCheck.h"
-#include "model/ProgramModel.h"
-#include "clang-tidy/utils/OptionsUtils.h"
 #include "api/TorchMatchers.h"
-#include "clang/AST/ExprCXX.h"
-#include "clang/ASTMatchers/ASTMatchFinder.h"
-
-using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
 CudaUnguardedCheck::CudaUnguardedCheck(StringRef Name,
                                        ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context), UserCode(Context),
+    : ModelCheck(Name, Context),
       GuardFunctions(Options.get("GuardFunctions", "")),
-      DeviceSelectorFunctions(Options.get("DeviceSelectorFunctions", "")) {
-  GuardOptions.GuardFunctions = parseNameList(GuardFunctions);
-  GuardOptions.DeviceSelectorFunctions = parseNameList(DeviceSelectorFunctions);
-}
+      DeviceSelectorFunctions(Options.get("DeviceSelectorFunctions", "")) {}
 
 void CudaUnguardedCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
   Options.store(Opts, "GuardFunctions", GuardFunctions);
   Options.store(Opts, "DeviceSelectorFunctions", DeviceSelectorFunctions);
 }
 
-void CudaUnguardedCheck::registerMatchers(MatchFinder *Finder) {
-  UserCode.registerMatchers(Finder);
-  // The analysis walks the TU's user code itself, once, and keeps the
-  // parents it needs per function; a node matcher here would run on every
-  // node of LibTorch's headers and the TU-wide parent map would cost more
-  // than the whole analysis.
-  Finder->addMatcher(translationUnitDecl().bind("tu"), this);
+/// The function an unguarded path into \p F starts at, and the call that
+/// leads from it towards \p F (null when \p F is that function).
+static std::pair<const Decl *, const Expr *> rootOf(const FunctionDecl &F,
+                                                    ProgramModel &Program) {
+  const FunctionDecl *Current = &F;
+  const Expr *Anchor = nullptr;
+  llvm::SmallPtrSet<const FunctionDecl *, 8> Seen;
+  while (Seen.insert(Current).second) {
+    const EntryContext &C = Program.entryContext(*Current);
+    if (C.Root || !C.UncheckedCall)
+      break;
+    const FunctionDecl *Caller = nullptr;
+    for (const CallSite &Site : Program.callSitesOf(*Current))
+      if (Site.Call == C.UncheckedCall)
+        Caller = Site.Caller;
+    Anchor = C.UncheckedCall;
+    if (!Caller)
+      break;
+    Current = Caller;
+  }
+  return {Current, Anchor};
 }
 
-void CudaUnguardedCheck::check(const MatchFinder::MatchResult &Result) {
-  ASTContext &Ctx = *Result.Context;
-  std::shared_ptr<ProgramModel> Program =
-      ProgramModel::get(Ctx, TorchApiOptions());
-  CudaAvailabilityGuard Guard(Ctx, GuardOptions, Program.get());
-  const SourceManager &SM = Ctx.getSourceManager();
-  std::vector<CudaAvailabilityGuard::Finding> Findings =
-      Guard.findUnguardedSelections();
-  // One warning per unguarded path, at its first use; the path's other
-  // uses are its notes.
-  llvm::DenseMap<const void *, llvm::SmallVector<size_t, 4>> ByPath;
-  llvm::SmallVector<const void *, 8> Paths;
-  for (size_t I = 0; I < Findings.size(); ++I) {
-    auto &Members = ByPath[Findings[I].Root];
-    if (Members.empty())
-      Paths.push_back(Findings[I].Root);
-    Members.push_back(I);
+void CudaUnguardedCheck::checkFunction(const Decl &Owner,
+                                       ProgramModel &Model) {
+  Program = &Model;
+  const FlowAnalysis *A = nullptr;
+  const auto *Function = dyn_cast<FunctionDecl>(&Owner);
+  if (Function)
+    A = Model.analysis(*Function);
+  else if (const auto *Global = dyn_cast<VarDecl>(&Owner))
+    A = Model.initializerAnalysis(*Global);
+  if (!A)
+    return;
+  // The selections still unchecked where the function ends, joined over its
+  // ends: a CPU fallback on another branch has discharged the others.
+  PathFacts End;
+  bool First = true;
+  for (const State &S : A->endStates()) {
+    End = First ? S.path() : joinPaths(End, S.path());
+    First = false;
   }
-  for (const void *Path : Paths) {
-    llvm::ArrayRef<size_t> Members = ByPath[Path];
-    const CudaAvailabilityGuard::Finding &F = Findings[Members.front()];
-    diag(F.Loc, "CUDA device selected without checking "
-                "torch::cuda::is_available(); this crashes on a machine "
-                "without a working CUDA");
-    if (F.NonDominatingGuard)
-      diag(SM.getExpansionLoc(F.NonDominatingGuard->getBeginLoc()),
-           "an availability check here does not protect this use",
-           DiagnosticIDs::Note);
-    if (F.UnguardedCallSite)
-      diag(SM.getExpansionLoc(F.UnguardedCallSite->getBeginLoc()),
-           "reached from here without a check", DiagnosticIDs::Note);
-    for (size_t I : Members.drop_front())
-      diag(Findings[I].Loc, "CUDA is selected here too, on the same path",
-           DiagnosticIDs::Note);
+  const SourceManager &SM = Model.context().getSourceManager();
+  const Expr *UselessCheck = nullptr;
+  for (const Expr *Check : End.AvailabilityChecks)
+    if (!UselessCheck || SM.isBeforeInTranslationUnit(Check->getBeginLoc(),
+                                                      UselessCheck->getBeginLoc()))
+      UselessCheck = Check;
+  for (const auto &[Selection, Guard] : End.UncheckedCuda) {
+    if (Guard != CudaGuard::Unguarded)
+      continue;
+    Use U;
+    U.Selection = Selection;
+    U.UselessCheck = UselessCheck;
+    const Decl *Root = &Owner;
+    if (Function) {
+      auto [R, Anchor] = rootOf(*Function, Model);
+      Root = R;
+      U.Anchor = Anchor ? Anchor->getBeginLoc() : Selection->getBeginLoc();
+      U.UncheckedCall = Model.entryContext(*Function).UncheckedCall;
+    } else {
+      U.Anchor = Selection->getBeginLoc();
+    }
+    Paths[Root->getLocation().getRawEncoding()].push_back(U);
   }
+}
+
+void CudaUnguardedCheck::onEndOfTranslationUnit() {
+  if (Program) {
+    const SourceManager &SM = Program->context().getSourceManager();
+    auto Where = [&](const Expr *E) {
+      // `x.cuda()` is reported at `cuda`.
+      if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E))
+        if (const auto *ME = dyn_cast<MemberExpr>(Member->getCallee()))
+          return ME->getMemberLoc();
+      return E->getBeginLoc();
+    };
+    for (auto &[Root, Uses] : Paths) {
+      // In the order the path runs them: by where the root reaches them.
+      llvm::stable_sort(Uses, [&](const Use &A, const Use &B) {
+        if (A.Anchor != B.Anchor)
+          return SM.isBeforeInTranslationUnit(A.Anchor, B.Anchor);
+        return SM.isBeforeInTranslationUnit(A.Selection->getBeginLoc(),
+                                            B.Selection->getBeginLoc());
+      });
+      llvm::SmallPtrSet<const Expr *, 8> Done;
+      const Use *Reported = nullptr;
+      for (const Use &U : Uses) {
+        if (!Done.insert(U.Selection).second)
+          continue;
+        if (!Reported) {
+          if (!firstAt(Where(U.Selection)))
+            continue;
+          Reported = &U;
+          diag(Where(U.Selection),
+               "CUDA device selected without checking "
+               "torch::cuda::is_available(); this crashes on a machine "
+               "without a working CUDA");
+          if (U.UselessCheck)
+            diag(SM.getExpansionLoc(U.UselessCheck->getBeginLoc()),
+                 "an availability check here does not protect this use",
+                 DiagnosticIDs::Note);
+          if (U.UncheckedCall)
+            diag(SM.getExpansionLoc(U.UncheckedCall->getBeginLoc()),
+                 "reached from here without a check", DiagnosticIDs::Note);
+          continue;
+        }
+        if (firstAt(Where(U.Selection)))
+          diag(Where(U.Selection),
+               "CUDA is selected here too, on the same path",
+               DiagnosticIDs::Note);
+      }
+    }
+  }
+  Paths.clear();
+  Program = nullptr;
+  ModelCheck::onEndOfTranslationUnit();
 }
 
 } // namespace clang::tidy::torch

@@ -3,38 +3,46 @@
 #ifndef TORCH_TIDY_CUDAUNGUARDEDCHECK_H
 #define TORCH_TIDY_CUDAUNGUARDEDCHECK_H
 
-#include "model/CudaAvailabilityGuard.h"
-#include "clang-tidy/ClangTidyCheck.h"
-#include "model/UserCodeTraversal.h"
+#include "ModelCheck.h"
+#include <map>
 
 namespace clang::tidy::torch {
 
 /// Flags an expression that selects a CUDA device (`torch::kCUDA` used as a
-/// device, `"cuda"`/`"cuda:N"` device strings, `.cuda()`) that can run on a
-/// machine without CUDA: no `torch::cuda::is_available()` /
-/// `device_count()` check guards it and no CPU fallback exists. The guard
-/// analysis lives in analysis/CudaAvailabilityGuard.h; this class only
-/// reports its findings.
+/// device, `"cuda"`/`"cuda:N"` device strings, `.cuda()`) on a path where
+/// no `torch::cuda::is_available()` / `device_count()` check ran and no CPU
+/// fallback exists: the engine keeps "CUDA checked" as a path fact and the
+/// unchecked selections of each path; this class reports each unguarded path
+/// once, at its first use.
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-cuda-unguarded.md
-class CudaUnguardedCheck : public ClangTidyCheck {
+class CudaUnguardedCheck : public ModelCheck {
 public:
   CudaUnguardedCheck(StringRef Name, ClangTidyContext *Context);
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
-  void registerMatchers(ast_matchers::MatchFinder *Finder) override;
-  void check(const ast_matchers::MatchFinder::MatchResult &Result) override;
-  bool isLanguageVersionSupported(const LangOptions &LangOpts) const override {
-    return LangOpts.CPlusPlus;
-  }
+  void onEndOfTranslationUnit() override;
 
 private:
-  UserCodeTraversal UserCode;
-  /// Project functions that, like is_available(), are false without CUDA.
+  void checkFunction(const Decl &Owner, ProgramModel &Program) override;
+
+  struct Use {
+    const Expr *Selection = nullptr;
+    /// Where the path reaches it in its root: the call from the root, or
+    /// the use itself.
+    SourceLocation Anchor;
+    /// The first call into the use's function that checks nothing.
+    const Expr *UncheckedCall = nullptr;
+    /// An availability check in the use's function that does not protect
+    /// it.
+    const Expr *UselessCheck = nullptr;
+  };
+  /// The unguarded uses of each path, by the declaration it starts at.
+  std::map<unsigned, std::vector<Use>> Paths;
+  ProgramModel *Program = nullptr;
+
   const StringRef GuardFunctions;
-  /// Project functions that choose the device themselves (with a fallback).
   const StringRef DeviceSelectorFunctions;
-  CudaGuardOptions GuardOptions;
 };
 
 } // namespace clang::tidy::torch

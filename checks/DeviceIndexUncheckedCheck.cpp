@@ -1,21 +1,24 @@
 //===--- DeviceIndexUncheckedCheck.cpp - torch-tidy -----------------------===//
+//
+// The requirement: a hard-coded CUDA ordinal N runs only where a
+// device_count() comparison has proven N+1 devices. The count is a path fact
+// of the engine, refined on branches and joined over the callers (one
+// caller's proof is enough: precision first). An ordinal at class or
+// namespace scope has no path: it is weighed against the largest count any
+// comparison of the TU proves.
+//
+//===----------------------------------------------------------------------===//
 
 #include "DeviceIndexUncheckedCheck.h"
-#include "model/DeviceCountGuards.h"
-#include "model/ProgramModel.h"
-#include "clang-tidy/utils/OptionsUtils.h"
 #include "api/TorchMatchers.h"
-#include "model/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
-#include "clang/AST/RecursiveASTVisitor.h"
-#include "clang/ASTMatchers/ASTMatchFinder.h"
 #include <limits>
-
-using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
 namespace {
+
+enum : unsigned { ClassScopeFlag = 1u << 31 };
 
 /// Strips what the compiler adds around a spelled argument: implicit
 /// conversions, temporaries, parentheses, and the `std::string` built from
@@ -54,147 +57,154 @@ bool isCudaDeviceType(const Expr *E, const ASTContext &Ctx) {
   return false;
 }
 
-/// A hard-coded ordinal and where it is spelt.
-struct LiteralOrdinal {
-  int64_t Value = -1;
-  SourceLocation Loc;
+/// A hard-coded ordinal: `1` in `Device(kCUDA, 1)`, `"cuda:1"`.
+const Expr *ordinalLiteral(const Expr *E, int64_t &Ordinal, bool String) {
+  E = spelledArgument(E);
+  if (!String) {
+    const auto *Literal = dyn_cast<IntegerLiteral>(E);
+    if (!Literal || Literal->getValue().getActiveBits() > 31)
+      return nullptr;
+    Ordinal = int64_t(Literal->getValue().getZExtValue());
+    return Literal;
+  }
+  const auto *Literal = dyn_cast<StringLiteral>(E);
+  if (!Literal || !Literal->isOrdinary())
+    return nullptr;
+  llvm::StringRef Text = Literal->getString();
+  unsigned Value = 0;
+  if (!Text.consume_front("cuda:") || Text.getAsInteger(10, Value) ||
+      Value > std::numeric_limits<int16_t>::max())
+    return nullptr;
+  Ordinal = Value;
+  return Literal;
+}
+
+/// The ordinal a Device / TensorOptions construction, `.device(...)`,
+/// `.device_index(...)` or `device_index(...)` spells.
+const Expr *siteOrdinal(const Stmt &S, const ASTContext &Ctx,
+                        int64_t &Ordinal) {
+  llvm::SmallVector<const Expr *, 2> Args;
+  llvm::StringRef Callee;
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(&S)) {
+    std::string Class =
+        Construct->getConstructor()->getParent()->getQualifiedNameAsString();
+    if (Class != "c10::Device" && Class != "c10::TensorOptions")
+      return nullptr;
+    Args.append(Construct->arg_begin(), Construct->arg_end());
+  } else if (const auto *Call = dyn_cast<CallExpr>(&S)) {
+    const FunctionDecl *FD = Call->getDirectCallee();
+    if (!FD || !FD->getIdentifier())
+      return nullptr;
+    Callee = FD->getName();
+    bool OptionsMethod =
+        isa<CXXMethodDecl>(FD) && (Callee == "device" || Callee == "device_index") &&
+        cast<CXXMethodDecl>(FD)->getParent()->getQualifiedNameAsString() ==
+            "c10::TensorOptions";
+    bool FreeIndex = !isa<CXXMethodDecl>(FD) && Callee == "device_index" &&
+                     FD->getQualifiedNameAsString() == "c10::device_index";
+    if (!OptionsMethod && !FreeIndex)
+      return nullptr;
+    Args.append(Call->arg_begin(), Call->arg_end());
+  } else {
+    return nullptr;
+  }
+  llvm::erase_if(Args, [](const Expr *A) { return isa<CXXDefaultArgExpr>(A); });
+  if (Callee == "device_index")
+    return Args.size() == 1 ? ordinalLiteral(Args[0], Ordinal, false) : nullptr;
+  if (Args.size() == 2)
+    return isCudaDeviceType(Args[0], Ctx)
+               ? ordinalLiteral(Args[1], Ordinal, false)
+               : nullptr;
+  if (Args.size() == 1)
+    return ordinalLiteral(Args[0], Ordinal, true);
+  return nullptr;
+}
+
+class OrdinalChecked : public Requirement {
+public:
+  llvm::StringRef name() const override { return "ordinal-checked"; }
+
+  bool match(const Stmt &S, const FlowModel &M, const State &,
+             RequirementMatch &Out) const override {
+    if (S.getBeginLoc().isInvalid() ||
+        M.context().getSourceManager().isInSystemHeader(S.getBeginLoc()))
+      return false;
+    int64_t Ordinal = 0;
+    const Expr *Literal = siteOrdinal(S, M.context(), Ordinal);
+    if (!Literal || Ordinal <= 0)
+      return false;
+    Out.Operands.push_back({ValueFacts(), "", Literal});
+    Out.Flags = unsigned(Ordinal);
+    // A member's default initialiser or a global's: no path of its own.
+    const FunctionDecl *F = M.function();
+    const Stmt *Body = F ? F->getBody() : nullptr;
+    const SourceManager &SM = M.context().getSourceManager();
+    if (!Body || SM.isBeforeInTranslationUnit(SM.getExpansionLoc(Literal->getBeginLoc()),
+                                              SM.getExpansionLoc(Body->getBeginLoc())))
+      if (!isa_and_nonnull<CXXConstructorDecl>(F) ||
+          !llvm::any_of(cast<CXXConstructorDecl>(F)->inits(),
+                        [&](const CXXCtorInitializer *I) {
+                          return I->isWritten() && I->getInit() &&
+                                 !SM.isBeforeInTranslationUnit(
+                                     SM.getExpansionLoc(Literal->getBeginLoc()),
+                                     SM.getExpansionLoc(I->getSourceLocation()));
+                        }))
+        Out.Flags |= ClassScopeFlag;
+    return true;
+  }
+
+  Verdict judge(const RequirementMatch &M, const SiteContext &C) const override {
+    int64_t Ordinal = M.Flags & ~ClassScopeFlag;
+    return Ordinal < C.Path.CountAtLeast ? Verdict::Holds : Verdict::Violated;
+  }
 };
 
-std::optional<LiteralOrdinal> integerOrdinal(const Expr *E) {
-  const auto *Literal = dyn_cast<IntegerLiteral>(spelledArgument(E));
-  if (!Literal || Literal->getValue().getActiveBits() > 31)
-    return std::nullopt;
-  return LiteralOrdinal{
-      static_cast<int64_t>(Literal->getValue().getZExtValue()),
-      Literal->getLocation()};
-}
-
-/// `"cuda:N"`, the string form a `Device` is parsed from.
-std::optional<LiteralOrdinal> stringOrdinal(const Expr *E) {
-  const auto *Literal = dyn_cast<StringLiteral>(spelledArgument(E));
-  if (!Literal || !Literal->isOrdinary())
-    return std::nullopt;
-  StringRef Text = Literal->getString();
-  unsigned Ordinal = 0;
-  if (!Text.consume_front("cuda:") || Text.getAsInteger(10, Ordinal) ||
-      Ordinal > std::numeric_limits<int16_t>::max())
-    return std::nullopt;
-  return LiteralOrdinal{Ordinal, Literal->getBeginLoc()};
-}
-
+const OrdinalChecked Instance;
+const RequirementRegistration Registered(Instance);
 
 } // namespace
 
 DeviceIndexUncheckedCheck::DeviceIndexUncheckedCheck(StringRef Name,
                                                      ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context), UserCode(Context),
+    : ModelCheck(Name, Context),
       ExtraDeviceCountFunctions(Options.get("ExtraDeviceCountFunctions", "")) {
-  for (StringRef Name : deviceCountFunctionNames())
-    CountFunctions.push_back(Name.str());
-  for (StringRef Extra :
-       utils::options::parseStringList(ExtraDeviceCountFunctions))
-    CountFunctions.push_back(Extra.str());
+  Kind = &Instance;
 }
-
-DeviceIndexUncheckedCheck::~DeviceIndexUncheckedCheck() = default;
 
 void DeviceIndexUncheckedCheck::storeOptions(
     ClangTidyOptions::OptionMap &Opts) {
   Options.store(Opts, "ExtraDeviceCountFunctions", ExtraDeviceCountFunctions);
 }
 
-void DeviceIndexUncheckedCheck::onStartOfTranslationUnit() {
-  Guards.reset();
-  Program.reset();
-  Reported.clear();
-}
-
-void DeviceIndexUncheckedCheck::onEndOfTranslationUnit() {
-  onStartOfTranslationUnit();
-}
-
-void DeviceIndexUncheckedCheck::registerMatchers(MatchFinder *Finder) {
-  UserCode.registerMatchers(Finder);
-  auto InUserCode = allOf(unless(isExpansionInSystemHeader()),
-                          unless(isInUserTemplateInstantiation()));
-  // `Device(kCUDA, 1)`, `Device("cuda:1")`, and the `TensorOptions`
-  // constructors that forward to them.
-  Finder->addMatcher(
-      cxxConstructExpr(hasDeclaration(cxxConstructorDecl(ofClass(hasAnyName(
-                           "::c10::Device", "::c10::TensorOptions")))),
-                       InUserCode)
-          .bind("site"),
-      this);
-  // `TensorOptions().device(kCUDA, 1)`, `.device("cuda:1")`,
-  // `.device_index(1)` and the free `device_index(1)`.
-  Finder->addMatcher(
-      cxxMemberCallExpr(
-          callee(cxxMethodDecl(hasAnyName("device", "device_index"),
-                               ofClass(hasName("::c10::TensorOptions")))),
-          InUserCode)
-          .bind("site"),
-      this);
-  Finder->addMatcher(
-      callExpr(callee(functionDecl(hasName("::c10::device_index"))), InUserCode)
-          .bind("site"),
-      this);
-}
-
-void DeviceIndexUncheckedCheck::check(const MatchFinder::MatchResult &Result) {
-  const auto *Site = Result.Nodes.getNodeAs<Expr>("site");
-  llvm::SmallVector<const Expr *, 2> Args;
-  StringRef Callee;
-  if (const auto *Construct = dyn_cast<CXXConstructExpr>(Site)) {
-    Args.append(Construct->arg_begin(), Construct->arg_end());
-  } else if (const auto *Call = dyn_cast<CallExpr>(Site)) {
-    Args.append(Call->arg_begin(), Call->arg_end());
-    if (const FunctionDecl *Function = Call->getDirectCallee())
-      Callee = Function->getName();
+void DeviceIndexUncheckedCheck::report(const Violation &V,
+                                       ProgramModel &Program) {
+  int64_t Ordinal = V.Match.Flags & ~ClassScopeFlag;
+  int64_t Proven = V.Context.Path.CountAtLeast;
+  const Expr *Proof = V.Context.Path.CountProof;
+  if (V.Match.Flags & ClassScopeFlag) {
+    auto [Count, Comparison] = Program.largestCountProven();
+    if (Ordinal < Count)
+      return;
+    Proven = Count;
+    Proof = Comparison;
   }
-  llvm::erase_if(Args,
-                 [](const Expr *Arg) { return isa<CXXDefaultArgExpr>(Arg); });
-
-  std::optional<LiteralOrdinal> Ordinal;
-  if (Callee == "device_index") {
-    if (Args.size() == 1)
-      Ordinal = integerOrdinal(Args[0]);
-  } else if (Args.size() == 2) {
-    if (isCudaDeviceType(Args[0], *Result.Context))
-      Ordinal = integerOrdinal(Args[1]);
-  } else if (Args.size() == 1) {
-    Ordinal = stringOrdinal(Args[0]);
-  }
-  if (Ordinal && Ordinal->Value > 0)
-    reportOrdinal(*Site, Ordinal->Loc, Ordinal->Value, *Result.Context);
-}
-
-void DeviceIndexUncheckedCheck::reportOrdinal(const Expr &Site,
-                                              SourceLocation OrdinalLoc,
-                                              int64_t Ordinal,
-                                              ASTContext &Ctx) {
-  if (!Guards || &Program->context() != &Ctx) {
-    Program = ProgramModel::get(Ctx, TorchApiOptions());
-    Guards = std::make_unique<DeviceCountGuards>(*Program, CountFunctions);
-  }
-  DeviceCountGuards::Proof Facts = Guards->at(Site);
-  if (Ordinal <= Facts.GuardedUpTo || !Reported.insert(OrdinalLoc).second)
+  SourceLocation Loc = V.Match.Operands[0].Source->getBeginLoc();
+  if (!firstAt(Loc))
     return;
-
-  if (!Facts.Comparison || Facts.GuardedUpTo < 0) {
-    diag(OrdinalLoc, "hard-coded CUDA device ordinal %0 is never checked "
-                     "against torch::cuda::device_count(); "
-                     "CUDA_VISIBLE_DEVICES renumbers the devices a process "
-                     "sees, so ordinal %0 may not exist")
+  if (!Proof || Proven <= 0) {
+    diag(Loc, "hard-coded CUDA device ordinal %0 is never checked "
+              "against torch::cuda::device_count(); "
+              "CUDA_VISIBLE_DEVICES renumbers the devices a process "
+              "sees, so ordinal %0 may not exist")
         << static_cast<int>(Ordinal);
     return;
   }
-  diag(OrdinalLoc,
-       "hard-coded CUDA device ordinal %0 is above what the "
-       "torch::cuda::device_count() check proves (%1 "
-       "%plural{1:device|:devices}1); CUDA_VISIBLE_DEVICES renumbers the "
-       "devices a process sees, so ordinal %0 may not exist")
-      << static_cast<int>(Ordinal) << static_cast<int>(Facts.GuardedUpTo + 1);
-  diag(Facts.Comparison->getExprLoc(), "the device count is compared here",
+  diag(Loc, "hard-coded CUDA device ordinal %0 is above what the "
+            "torch::cuda::device_count() check proves (%1 "
+            "%plural{1:device|:devices}1); CUDA_VISIBLE_DEVICES renumbers the "
+            "devices a process sees, so ordinal %0 may not exist")
+      << static_cast<int>(Ordinal) << static_cast<int>(Proven);
+  diag(Proof->getExprLoc(), "the device count is compared here",
        DiagnosticIDs::Note);
 }
 

@@ -1,26 +1,23 @@
 //===--- DeviceMismatchCheck.cpp - torch-tidy -----------------------------===//
+//
+// The requirement: the operands of a module call, an arithmetic operator or
+// a multi-tensor LibTorch function share a device.
+//
+//===----------------------------------------------------------------------===//
 
 #include "DeviceMismatchCheck.h"
-#include "model/SummaryBuilder.h"
 #include "api/TorchMatchers.h"
 
 namespace clang::tidy::torch {
 
-DeviceMismatchCheck::DeviceMismatchCheck(StringRef Name,
-                                         ClangTidyContext *Context)
-    : ModelCheck(Name, Context),
-      RawExtraFactories(Options.get("ExtraFactories", "")) {
-  ApiOptions.ExtraFactories = parseNameList(RawExtraFactories);
-}
+namespace {
 
-void DeviceMismatchCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
-  Options.store(Opts, "ExtraFactories", RawExtraFactories);
-}
+enum : unsigned { ModuleCallFlag = 1, ElementwiseFlag = 2 };
 
-/// The conflict between two operands, or None when there is none to report:
+/// The conflict between two operands; None when there is none to report:
 /// element-wise operators accept a 0-dim CPU tensor next to a CUDA one.
-static DeviceConflict conflictOf(const ValueFacts &A, const ValueFacts &B,
-                                 bool AllowsZeroDimCPU) {
+DeviceConflict conflictOf(const ValueFacts &A, const ValueFacts &B,
+                          bool AllowsZeroDimCPU) {
   DeviceConflict C = compareDevices(A.Device.Value, B.Device.Value);
   if (C != DeviceConflict::None && AllowsZeroDimCPU &&
       ((A.Device.Value.isCPU() && A.MayBeZeroDim) ||
@@ -29,116 +26,145 @@ static DeviceConflict conflictOf(const ValueFacts &A, const ValueFacts &B,
   return C;
 }
 
+/// The pairs an operation requires on one device: the module with each
+/// input, or every two tensors.
+template <typename Fn> Verdict forEachPair(const RequirementMatch &M, Fn F) {
+  const auto &Ops = M.Operands;
+  bool Module = M.Flags & ModuleCallFlag;
+  Verdict Result = Verdict::Holds;
+  for (size_t I = 0; I < (Module ? std::min<size_t>(1, Ops.size()) : Ops.size()); ++I)
+    for (size_t J = I + 1; J < Ops.size(); ++J) {
+      Verdict V = F(Ops[I], Ops[J]);
+      if (V == Verdict::Violated)
+        return V;
+      if (V == Verdict::Callers)
+        Result = V;
+    }
+  return Result;
+}
+
+Verdict judgePair(const RequirementMatch &M, const Operand &A,
+                  const Operand &B) {
+  if ((M.Flags & ModuleCallFlag) && A.Facts.HasParameters == Tri::No)
+    return Verdict::Holds; // a loss module has no device of its own
+  bool EntryA = isParameterEntry(A.Facts.Device);
+  bool EntryB = isParameterEntry(B.Facts.Device);
+  if (EntryA || EntryB) {
+    // The callers pass the operands: the same parameter twice always
+    // agrees; otherwise they decide.
+    if (EntryA && EntryB)
+      return A.Facts.Device.Entry == B.Facts.Device.Entry ? Verdict::Holds
+                                                          : Verdict::Callers;
+    const ValueFacts &Known = EntryA ? B.Facts : A.Facts;
+    return Known.Device.Value.isKnown() ? Verdict::Callers : Verdict::Holds;
+  }
+  return conflictOf(A.Facts, B.Facts, M.Flags & ElementwiseFlag) ==
+                 DeviceConflict::None
+             ? Verdict::Holds
+             : Verdict::Violated;
+}
+
+class SameDevice : public Requirement {
+public:
+  llvm::StringRef name() const override { return "same-device"; }
+
+  bool match(const Stmt &S, const FlowModel &M, const State &St,
+             RequirementMatch &Out) const override {
+    DeviceOperation Op;
+    if (!matchDeviceOperation(S, Op))
+      return false;
+    const ASTContext &Ctx = M.context();
+    for (size_t I = 0; I < Op.Operands.size(); ++I) {
+      const Expr *E = Op.Operands[I];
+      bool IsModule = Op.IsModuleCall && I == 0;
+      if (!IsModule && !isTensorType(E->getType()))
+        continue;
+      Out.Operands.push_back(
+          {M.evaluate(E, St), quotedSource(E, Ctx, "operand"), E});
+    }
+    Out.What = Op.What;
+    Out.Flags = (Op.IsModuleCall ? ModuleCallFlag : 0) |
+                (Op.Elementwise ? ElementwiseFlag : 0);
+    return Out.Operands.size() >= 2;
+  }
+
+  Verdict judge(const RequirementMatch &M, const SiteContext &) const override {
+    return forEachPair(M, [&](const Operand &A, const Operand &B) {
+      return judgePair(M, A, B);
+    });
+  }
+};
+
+const SameDevice Instance;
+const RequirementRegistration Registered(Instance);
+
 /// "; this crashes on a machine where 'device' is CUDA" for a symbolic
 /// device against the CPU.
-static std::string onWhichMachine(DeviceConflict C, const DeviceValue &A,
-                                  const DeviceValue &B) {
-  if (C != DeviceConflict::OnAcceleratorMachine)
+std::string onWhichMachine(const DeviceValue &A, const DeviceValue &B) {
+  if (compareDevices(A, B) != DeviceConflict::OnAcceleratorMachine)
     return "";
   const DeviceValue &Symbolic = A.isSymbolic() ? A : B;
   return "; this crashes on a machine where " + Symbolic.describe() +
          " is CUDA";
 }
 
-bool DeviceMismatchCheck::report(SourceLocation Loc, StringRef What,
-                                 const Operand &First, const Operand &Second,
-                                 bool IsModuleCall, bool AllowsZeroDimCPU,
-                                 const ASTContext &Ctx) {
-  DeviceConflict C = conflictOf(First.Facts, Second.Facts, AllowsZeroDimCPU);
-  if (C == DeviceConflict::None)
-    return false;
-  if (!firstAt(Loc))
-    return true;
-  const DeviceValue &A = First.Facts.Device.Value;
-  const DeviceValue &B = Second.Facts.Device.Value;
-  std::string OnA = A.describe() + fromWhere(First.Facts.Device, Ctx);
-  std::string OnB = B.describe() + fromWhere(Second.Facts.Device, Ctx);
-  std::string Message =
-      IsModuleCall ? "module " + First.Name + " has its parameters on " + OnA +
-                         " but is called with " + Second.Name + " on " + OnB
-                   : What.str() + " combines " + First.Name + " on " + OnA +
-                         " with " + Second.Name + " on " + OnB;
-  diag(Loc, "%0") << Message + onWhichMachine(C, A, B);
-  for (const Operand *O : {&First, &Second})
-    noteFact(O->Facts.Device, O->Name, "%0 is on %1 from here",
-             O->Facts.Device.Value.describe());
-  return true;
+} // namespace
+
+DeviceMismatchCheck::DeviceMismatchCheck(StringRef Name,
+                                         ClangTidyContext *Context)
+    : ModelCheck(Name, Context),
+      RawExtraFactories(Options.get("ExtraFactories", "")) {
+  Kind = &Instance;
 }
 
-void DeviceMismatchCheck::checkRequirement(const CallExpr &Call,
-                                           const InstantiatedRequirement &I,
-                                           ProgramModel &Program) {
-  const Requirement &R = *I.Req;
-  if (R.Kind != Requirement::SameDevice)
-    return;
-  const ValueFacts &A = I.First.Facts, &B = I.Second.Facts;
-  DeviceConflict C = conflictOf(A, B, R.AllowsZeroDimCPU);
-  if (C == DeviceConflict::None || !firstAt(Call.getExprLoc()))
-    return;
-  const ASTContext &Ctx = Program.context();
-  const FunctionDecl *Callee = Call.getDirectCallee();
-  std::string Name = Callee ? Program.calleeName(*Callee) : "the callee";
-  std::string OnA = A.Device.Value.describe() + fromWhere(A.Device, Ctx);
-  std::string OnB = B.Device.Value.describe() + fromWhere(B.Device, Ctx);
-  std::string Message =
-      R.IsModuleCall
-          ? Name + " calls module " + I.First.Name + ", on " + OnA +
-                ", with " + I.Second.Name + " on " + OnB
-          : Name + " combines " + I.First.Name + " on " + OnA + " with " +
-                I.Second.Name + " on " + OnB + " in " + R.What;
-  diag(Call.getExprLoc(), "%0")
-      << Message + onWhichMachine(C, A.Device.Value, B.Device.Value);
-  for (const InstantiatedOperand *O : {&I.First, &I.Second})
-    noteFact(O->Facts.Device, O->Name, "%0 is on %1 from here",
-             O->Facts.Device.Value.describe());
-  // Then into the callee, call by call, to the operation.
-  for (const CallStep *Step = R.Via; Step; Step = Step->Next)
-    diag(Step->Call, "which calls %0 here", DiagnosticIDs::Note)
-        << Step->Callee;
-  diag(R.At,
-       R.IsModuleCall ? "the module is called here" : "%0 combines them here",
-       DiagnosticIDs::Note)
-      << R.What;
+void DeviceMismatchCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
+  Options.store(Opts, "ExtraFactories", RawExtraFactories);
 }
 
-void DeviceMismatchCheck::checkBody(const FunctionDecl &,
-                                    const TensorFlowAnalysis &Analysis,
-                                    ProgramModel &Program) {
-  const TensorModel &Model = Analysis.model();
+void DeviceMismatchCheck::report(const Violation &V, ProgramModel &Program) {
   const ASTContext &Ctx = Program.context();
-  Analysis.replay([&](const Stmt &S, const TensorState &State) {
-    if (const auto *Call = dyn_cast<CallExpr>(&S))
-      for (const InstantiatedRequirement &I :
-           requirementsAt(*Call, Model, State))
-        checkRequirement(*Call, I, Program);
-    DeviceOperation Op;
-    if (!matchDeviceOperation(S, Op))
-      return;
-    SourceLocation Loc = cast<Expr>(S).getExprLoc();
-    auto OperandAt = [&](size_t I) {
-      const Expr *E = Op.Operands[I];
-      bool Tracked = (Op.IsModuleCall && I == 0) || isTensorType(E->getType());
-      return Operand{quotedSource(E, Ctx, "operand"),
-                     Tracked ? Model.evaluate(E, State) : ValueFacts()};
-    };
-    if (Op.IsModuleCall) {
-      Operand Module = OperandAt(0);
-      for (size_t I = 1; I < Op.Operands.size(); ++I)
-        if (isTensorType(Op.Operands[I]->getType()))
-          report(Loc, "", Module, OperandAt(I), /*IsModuleCall=*/true,
-                 /*AllowsZeroDimCPU=*/false, Ctx);
-      return;
+  // The first pair that conflicts: one warning per operation.
+  const Operand *First = nullptr, *Second = nullptr;
+  forEachPair(V.Match, [&](const Operand &A, const Operand &B) {
+    Verdict Verdict = judgePair(V.Match, A, B);
+    if (Verdict == Verdict::Violated && !First) {
+      First = &A;
+      Second = &B;
     }
-    // Report the first conflicting pair only: one warning per operation.
-    llvm::SmallVector<Operand, 4> Operands;
-    for (size_t I = 0; I < Op.Operands.size(); ++I)
-      Operands.push_back(OperandAt(I));
-    for (size_t I = 0; I < Operands.size(); ++I)
-      for (size_t J = I + 1; J < Operands.size(); ++J)
-        if (report(Loc, Op.What, Operands[I], Operands[J],
-                   /*IsModuleCall=*/false, Op.Elementwise, Ctx))
-          return;
+    return Verdict;
   });
+  SourceLocation Loc = locationOf(V, /*InCallee=*/false);
+  if (!First || !firstAt(Loc))
+    return;
+  bool Module = V.Match.Flags & ModuleCallFlag;
+  const DeviceValue &A = First->Facts.Device.Value;
+  const DeviceValue &B = Second->Facts.Device.Value;
+  std::string NameA = nameOf(*First, Ctx, "operand");
+  std::string NameB = nameOf(*Second, Ctx, "operand");
+  std::string OnA = A.describe() + fromWhere(First->Facts.Device, Ctx);
+  std::string OnB = B.describe() + fromWhere(Second->Facts.Device, Ctx);
+  std::string Message;
+  if (!V.FromCallee)
+    Message = Module ? "module " + NameA + " has its parameters on " + OnA +
+                           " but is called with " + NameB + " on " + OnB
+                     : V.Match.What + " combines " + NameA + " on " + OnA +
+                           " with " + NameB + " on " + OnB;
+  else {
+    std::string Callee =
+        V.Callee ? Program.calleeName(*V.Callee) : std::string("the callee");
+    Message = Module ? Callee + " calls module " + NameA + ", on " + OnA +
+                           ", with " + NameB + " on " + OnB
+                     : Callee + " combines " + NameA + " on " + OnA + " with " +
+                           NameB + " on " + OnB + " in " + V.Match.What;
+  }
+  diag(Loc, "%0") << Message + onWhichMachine(A, B);
+  for (const Operand *O : {First, Second}) {
+    std::string Name = nameOf(*O, Ctx, "operand");
+    noteFact(O->Facts.Device, Name, "%0 is on %1 from here",
+             O->Facts.Device.Value.describe());
+  }
+  noteIntoCallee(V, Module ? "the module is called here"
+                           : "%0 combines them here");
 }
 
 } // namespace clang::tidy::torch

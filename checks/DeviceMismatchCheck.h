@@ -7,11 +7,9 @@
 
 namespace clang::tidy::torch {
 
-struct InstantiatedRequirement;
-
-/// Flags a module call, operator or multi-tensor function whose operands the
-/// flow analysis proves to be on different devices, and a call of a user
-/// function that combines arguments proven to be on different devices.
+/// Flags a module call, operator or multi-tensor function whose operands are
+/// proven to be on different devices, and a call of a user function that
+/// combines arguments proven to be on different devices.
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-device-mismatch.md
@@ -21,21 +19,7 @@ public:
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
 
 private:
-  void checkBody(const FunctionDecl &Function,
-                 const TensorFlowAnalysis &Analysis,
-                 ProgramModel &Program) override;
-  struct Operand {
-    std::string Name;
-    ValueFacts Facts;
-  };
-  /// Reports the two operands of one operation when they conflict; true
-  /// when it did.
-  bool report(SourceLocation Loc, StringRef What, const Operand &First,
-              const Operand &Second, bool IsModuleCall, bool AllowsZeroDimCPU,
-              const ASTContext &Ctx);
-  void checkRequirement(const CallExpr &Call, const InstantiatedRequirement &R,
-                        ProgramModel &Program);
-
+  void report(const Violation &V, ProgramModel &Program) override;
   const StringRef RawExtraFactories;
 };
 

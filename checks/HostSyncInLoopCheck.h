@@ -7,10 +7,8 @@
 
 namespace clang::tidy::torch {
 
-/// Flags a host-device synchronisation (`.item()`, `.cpu()`,
-/// `.to(torch::kCPU)`, printing a tensor, `torch::cuda::synchronize()`) that
-/// runs on every iteration of a training loop, on a tensor the flow analysis
-/// proves to be, or possibly be, on CUDA.
+/// Flags a host-device synchronisation that runs on every iteration of a
+/// training loop.
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-host-sync-in-loop.md
@@ -20,13 +18,9 @@ public:
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
 
 private:
-  void checkBody(const FunctionDecl &Function,
-                 const TensorFlowAnalysis &Analysis,
-                 ProgramModel &Program) override;
+  void report(const Violation &V, ProgramModel &Program) override;
   const StringRef RawTrainingStepFunctions;
   const StringRef RawExtraSyncFunctions;
-  /// How many enclosing loops, innermost first, are searched for the
-  /// training loop.
   const unsigned MaxLoopDepth;
 };
 

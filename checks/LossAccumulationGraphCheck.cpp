@@ -1,41 +1,115 @@
 //===--- LossAccumulationGraphCheck.cpp - torch-tidy ----------------------===//
+//
+// The requirement: an accumulation of a value on an autograd graph does not
+// add to storage that still holds the graph this same accumulation added on
+// an earlier run (the engine tracks, per value, the statements whose graphs
+// it keeps; a reset or a detach drops them). Unless a backward() goes
+// through the accumulator, which is what keeping the graph is for, or,
+// outside a training loop, the function hands the sum back to its caller.
+//
+//===----------------------------------------------------------------------===//
 
 #include "LossAccumulationGraphCheck.h"
-#include "model/LossAccumulation.h"
-#include "model/GradMode.h"
+#include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "clang/Lex/Lexer.h"
 
 namespace clang::tidy::torch {
 
-LossAccumulationGraphCheck::LossAccumulationGraphCheck(
-    StringRef Name, ClangTidyContext *Context)
-    : ModelCheck(Name, Context),
-      RawBackwardFunctions(Options.get("BackwardFunctions", "")),
-      RawAccumulatingFunctions(Options.get("AccumulatingFunctions", "")),
-      RawGuardTypes(Options.get("GuardTypes", "")) {
-  ApiOptions.ExtraBackwardFunctions = parseNameList(RawBackwardFunctions);
-  AccumulatingFunctions = parseNameList(RawAccumulatingFunctions);
-  GuardTypes = parseNameList(RawGuardTypes);
+namespace {
+
+enum AccumulationKind : unsigned { Add = 0, Append = 1, Store = 2 };
+
+/// `a` and `b` denote the same storage.
+bool sameStorage(const FlowModel &M, const Expr *A, const Expr *B) {
+  Location LA = M.locationOf(A), LB = M.locationOf(B);
+  return LA && LA == LB;
 }
 
-LossAccumulationGraphCheck::~LossAccumulationGraphCheck() = default;
+class GraphAccumulation : public Requirement {
+public:
+  llvm::StringRef name() const override { return "graph-accumulation"; }
 
-void LossAccumulationGraphCheck::storeOptions(
-    ClangTidyOptions::OptionMap &Opts) {
-  Options.store(Opts, "BackwardFunctions", RawBackwardFunctions);
-  Options.store(Opts, "AccumulatingFunctions", RawAccumulatingFunctions);
-  Options.store(Opts, "GuardTypes", RawGuardTypes);
-}
+  bool match(const Stmt &S, const FlowModel &M, const State &St,
+             RequirementMatch &Out) const override {
+    const Expr *Acc = nullptr, *Value = nullptr;
+    AccumulationKind Kind = Add;
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
+      if (Op->getNumArgs() != 2 || !isTensorType(Op->getArg(0)->getType()))
+        return false;
+      if (Op->getOperator() == OO_PlusEqual) {
+        Acc = Op->getArg(0);
+        Value = Op->getArg(1);
+      } else if (Op->getOperator() == OO_Equal) {
+        const auto *Sum =
+            dyn_cast<CXXOperatorCallExpr>(stripConversions(Op->getArg(1)));
+        if (!Sum || Sum->getOperator() != OO_Plus || Sum->getNumArgs() != 2)
+          return false;
+        Acc = Op->getArg(0);
+        if (sameStorage(M, Acc, Sum->getArg(0)))
+          Value = Sum->getArg(1);
+        else if (sameStorage(M, Acc, Sum->getArg(1)))
+          Value = Sum->getArg(0);
+      }
+    } else if (const auto *Call = dyn_cast<CXXMemberCallExpr>(&S)) {
+      const CXXMethodDecl *MD = Call->getMethodDecl();
+      const Expr *Obj = Call->getImplicitObjectArgument();
+      if (!MD || !MD->getIdentifier() || !Obj)
+        return false;
+      llvm::StringRef Name = MD->getName();
+      if (isTensorType(Obj->getType())) {
+        if (Name == "add_" && Call->getNumArgs() >= 1) {
+          Acc = Obj;
+          Value = Call->getArg(0);
+        }
+      } else if ((containerRecord(Obj->getType()) && isContainerInsert(Name)) ||
+                 matchesNameList(*MD, M.options().AccumulatingFunctions)) {
+        for (const Expr *Arg : Call->arguments())
+          if (isTensorType(Arg->getType()))
+            Value = Arg;
+        Acc = Obj;
+        Kind = containerRecord(Obj->getType()) ? Append : Store;
+      }
+    }
+    if (!Acc || !Value || !isTensorType(Value->getType()) ||
+        S.getBeginLoc().isMacroID())
+      return false;
+    ValueFacts Before = M.evaluate(Acc, St);
+    if (Kind != Add)
+      if (Location Container = M.locationOf(Acc))
+        Before = St.get(Container.child(Selector::element()));
+    const ASTContext &Ctx = M.context();
+    Out.Operands.push_back({Before, quotedSource(Acc, Ctx, "the accumulator"), Acc});
+    Out.Operands.push_back({M.evaluate(Value, St), quotedSource(Value, Ctx, "the value"),
+                            Value});
+    Out.Flags = Kind;
+    return true;
+  }
 
-void LossAccumulationGraphCheck::onStartOfTranslationUnit() {
-  ModelCheck::onStartOfTranslationUnit();
-  Oracle.reset();
-  OracleProgram = nullptr;
-}
+  Verdict judge(const RequirementMatch &M, const SiteContext &C) const override {
+    const ValueFacts &Acc = M.Operands[0].Facts;
+    const ValueFacts &Value = M.Operands[1].Facts;
+    if (C.Path.Grad == GradMode::Disabled)
+      return Verdict::Holds;
+    bool InGraph = Value.Graph.Value == GraphState::InGraph;
+    if (!InGraph && !isParameterEntry(Value.Graph))
+      return Verdict::Holds;
+    // The accumulator still holds the graph this accumulation added before.
+    if (InGraph && C.At && llvm::is_contained(Acc.GraphSources, C.At))
+      return Verdict::Violated;
+    // A caller's accumulator: its loop may run this again.
+    if (isParameterEntry(Acc.Graph) || isParameterEntry(Acc.Device) ||
+        isParameterEntry(Value.Graph))
+      return Verdict::Callers;
+    return Verdict::Holds;
+  }
+};
+
+const GraphAccumulation Instance;
+const RequirementRegistration Registered(Instance);
 
 /// Whether `E.detach()` parses as intended without parentheses.
-static bool isPostfixOperand(const Expr *E) {
+bool isPostfixOperand(const Expr *E) {
   E = E->IgnoreImplicit();
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E))
     return Op->getOperator() == OO_Subscript || Op->getOperator() == OO_Call ||
@@ -44,52 +118,91 @@ static bool isPostfixOperand(const Expr *E) {
       E);
 }
 
-void LossAccumulationGraphCheck::checkBody(const FunctionDecl &,
-                                           const TensorFlowAnalysis &Analysis,
-                                           ProgramModel &Program) {
-  if (!Oracle || OracleProgram != &Program) {
-    Oracle = std::make_unique<GradModeOracle>(Program, GuardTypes);
-    OracleProgram = &Program;
+} // namespace
+
+LossAccumulationGraphCheck::LossAccumulationGraphCheck(
+    StringRef Name, ClangTidyContext *Context)
+    : ModelCheck(Name, Context),
+      RawBackwardFunctions(Options.get("BackwardFunctions", "")),
+      RawAccumulatingFunctions(Options.get("AccumulatingFunctions", "")),
+      RawGuardTypes(Options.get("GuardTypes", "")) {
+  Kind = &Instance;
+}
+
+void LossAccumulationGraphCheck::storeOptions(
+    ClangTidyOptions::OptionMap &Opts) {
+  Options.store(Opts, "BackwardFunctions", RawBackwardFunctions);
+  Options.store(Opts, "AccumulatingFunctions", RawAccumulatingFunctions);
+  Options.store(Opts, "GuardTypes", RawGuardTypes);
+}
+
+void LossAccumulationGraphCheck::report(const Violation &V,
+                                        ProgramModel &Program) {
+  const Stmt *At = V.Context.At ? V.Context.At : V.Site;
+  // A backward through the accumulator is what keeping the graph is for.
+  if (Program.graphsBackpropagated().contains(At))
+    return;
+  const Operand &Acc = V.Match.Operands[0];
+  const Operand &Value = V.Match.Operands[1];
+  const FlowModel *Model = nullptr;
+  const FunctionDecl *Where = nullptr;
+  if (V.Analysis) {
+    Where = V.Analysis->function();
+    Model = &V.Analysis->model();
   }
+  Location Storage = Model && Acc.Source ? Model->locationOf(Acc.Source)
+                                         : Location();
+  // Outside a training loop, a sum handed back to the caller (a loss summing
+  // per-head terms), or a caller's accumulator, is the caller's business.
+  if (V.Context.Loop.TrainingLoop.isInvalid()) {
+    if (Where && Program.graphsReturnedBy(*Where).contains(At))
+      return;
+    if (Storage.Kind == Location::Local && isa_and_nonnull<ParmVarDecl>(Storage.Root))
+      return;
+  }
+  SourceLocation Loc = At->getBeginLoc();
+  if (!firstAt(Loc))
+    return;
   const ASTContext &Ctx = Program.context();
-  for (const GraphAccumulation &F : findGraphAccumulations(
-           Analysis, Program, *Oracle, AccumulatingFunctions)) {
-    SourceLocation Loc = F.At->getBeginLoc();
-    if (!firstAt(Loc))
-      continue;
-    const auto *VD = dyn_cast<VarDecl>(F.Root.Decl);
-    std::string Value = quotedSource(F.A.Value, Ctx, "the value");
-    std::string Acc = quotedSource(F.A.Acc, Ctx,
-                                   "'" + F.Root.Decl->getNameAsString() + "'");
-    std::string Where =
-        F.Root.Kind == LoopStorage::Member
-            ? "member '" + F.Root.Decl->getNameAsString() + "'"
-        : VD && isa<ParmVarDecl>(VD) ? "parameter " + Acc
-                                     : Acc + ", declared outside the loop";
-    std::string Verb = F.A.Kind == Accumulation::Add      ? "accumulated into"
-                       : F.A.Kind == Accumulation::Append ? "appended to"
-                                                          : "stored into";
-    {
-      auto Diag = diag(Loc, "%0%1 is still attached to its autograd graph "
-                            "and is %2 %3; every iteration's graph stays "
-                            "alive and memory grows with each step")
-                  << Value << fromWhere(F.Graph, Ctx) << Verb << Where;
-      const Expr *V = F.A.Value->IgnoreImplicit();
-      SourceRange VR = V->getSourceRange();
-      if (VR.isValid() && !VR.getBegin().isMacroID() &&
-          !VR.getEnd().isMacroID()) {
-        SourceLocation End = Lexer::getLocForEndOfToken(
-            VR.getEnd(), 0, Ctx.getSourceManager(), Ctx.getLangOpts());
-        if (isPostfixOperand(V))
-          Diag << FixItHint::CreateInsertion(End, ".detach()");
-        else
-          Diag << FixItHint::CreateInsertion(VR.getBegin(), "(")
-               << FixItHint::CreateInsertion(End, ").detach()");
-      }
-    } // the warning is emitted here, before its notes
-    if (!F.Graph.Origin.isMacroID())
-      noteFact(F.Graph, Value, "%0 joins the autograd graph here");
-  }
+  std::string ValueName = nameOf(Value, Ctx, "the value");
+  std::string AccName = nameOf(Acc, Ctx, "the accumulator");
+  std::string Place;
+  if (Storage.Kind == Location::This && Storage.Depth >= 1)
+    Place = "member '" +
+            Selector::fromRaw(Storage.Path[0]).asField()->getNameAsString() + "'";
+  else if (Storage.Kind == Location::Local && isa_and_nonnull<ParmVarDecl>(Storage.Root))
+    Place = "parameter " + AccName;
+  else if (Storage.Kind == Location::Global)
+    Place = "global " + AccName;
+  else
+    Place = AccName + ", declared outside the loop";
+  const char *Verb = V.Match.Flags == Add      ? "accumulated into"
+                     : V.Match.Flags == Append ? "appended to"
+                                               : "stored into";
+  {
+    auto Diag = diag(Loc, "%0%1 is still attached to its autograd graph and "
+                          "is %2 %3; every iteration's graph stays alive and "
+                          "memory grows with each step")
+                << ValueName << fromWhere(Value.Facts.Graph, Ctx) << Verb
+                << Place;
+    const Expr *E = Value.Source ? Value.Source->IgnoreImplicit() : nullptr;
+    SourceRange VR = E ? E->getSourceRange() : SourceRange();
+    if (!V.FromCallee && VR.isValid() && !VR.getBegin().isMacroID() &&
+        !VR.getEnd().isMacroID()) {
+      SourceLocation End = Lexer::getLocForEndOfToken(
+          VR.getEnd(), 0, Ctx.getSourceManager(), Ctx.getLangOpts());
+      if (isPostfixOperand(E))
+        Diag << FixItHint::CreateInsertion(End, ".detach()");
+      else
+        Diag << FixItHint::CreateInsertion(VR.getBegin(), "(")
+             << FixItHint::CreateInsertion(End, ").detach()");
+    }
+  } // the warning is emitted here, before its notes
+  if (V.FromCallee)
+    diag(locationOf(V, /*InCallee=*/false), "called here, on every iteration",
+         DiagnosticIDs::Note);
+  if (!Value.Facts.Graph.Origin.isMacroID())
+    noteFact(Value.Facts.Graph, ValueName, "%0 joins the autograd graph here");
 }
 
 } // namespace clang::tidy::torch

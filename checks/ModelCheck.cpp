@@ -1,18 +1,112 @@
 //===--- ModelCheck.cpp - torch-tidy --------------------------------------===//
 
 #include "ModelCheck.h"
+#include "api/TorchMatchers.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include <map>
+#include <mutex>
 
 using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
+//===--- Configuration -----------------------------------------------------===//
+
+/// The summaries a `torch.Summaries` file holds, read once per file version.
+static std::shared_ptr<const ExternalSummaries>
+summariesAt(llvm::StringRef Path) {
+  static std::mutex Mutex;
+  static std::map<std::string, std::pair<std::string,
+                                         std::shared_ptr<const ExternalSummaries>>>
+      Cache;
+  llvm::sys::fs::file_status Status;
+  std::string Version;
+  if (!llvm::sys::fs::status(Path, Status))
+    Version = std::to_string(Status.getSize()) + ":" +
+              std::to_string(Status.getLastModificationTime()
+                                 .time_since_epoch()
+                                 .count());
+  std::lock_guard<std::mutex> Lock(Mutex);
+  auto &Slot = Cache[Path.str()];
+  if (Slot.second && Slot.first == Version)
+    return Slot.second;
+  llvm::Expected<std::shared_ptr<ExternalSummaries>> Loaded =
+      ExternalSummaries::load(Path);
+  if (!Loaded) {
+    llvm::consumeError(Loaded.takeError());
+    Slot = {Version, nullptr};
+    return nullptr;
+  }
+  (*Loaded)->finishEntries();
+  Slot = {Version, std::move(*Loaded)};
+  return Slot.second;
+}
+
+ModelConfig modelConfigFor(const ClangTidyContext &Context) {
+  ModelConfig Config;
+  const ClangTidyOptions::OptionMap &Options = Context.getOptions().CheckOptions;
+  struct Field {
+    llvm::StringRef Name;
+    std::vector<std::string> TorchApiOptions::*List;
+  };
+  static const Field Fields[] = {
+      {"ExtraSyncFunctions", &TorchApiOptions::ExtraSyncFunctions},
+      {"ExtraFactories", &TorchApiOptions::ExtraFactories},
+      {"ExtraPinnedAllocators", &TorchApiOptions::ExtraPinnedAllocators},
+      {"BackwardFunctions", &TorchApiOptions::ExtraBackwardFunctions},
+      {"TrainingStepFunctions", &TorchApiOptions::ExtraStepFunctions},
+      {"GuardFunctions", &TorchApiOptions::GuardFunctions},
+      {"DeviceSelectorFunctions", &TorchApiOptions::DeviceSelectorFunctions},
+      {"ExtraDeviceCountFunctions", &TorchApiOptions::ExtraDeviceCountFunctions},
+      {"GuardTypes", &TorchApiOptions::GuardTypes},
+      {"AccumulatingFunctions", &TorchApiOptions::AccumulatingFunctions},
+      {"ExtraEmptyCacheFunctions", &TorchApiOptions::ExtraEmptyCacheFunctions},
+  };
+  // The options map is unordered: gather, then sort, so that one set of
+  // options is one model whatever order they were read in.
+  for (const auto &Entry : Options) {
+    llvm::StringRef Key = Entry.getKey();
+    if (!Key.starts_with("torch.") && !Key.starts_with("torch-"))
+      continue;
+    llvm::StringRef Name = Key.rsplit('.').second;
+    for (const Field &F : Fields)
+      if (Name == F.Name)
+        for (std::string &N : parseNameList(Entry.getValue().Value))
+          (Config.Api.*(F.List)).push_back(std::move(N));
+  }
+  for (const Field &F : Fields) {
+    std::vector<std::string> &L = Config.Api.*(F.List);
+    llvm::sort(L);
+    L.erase(std::unique(L.begin(), L.end()), L.end());
+  }
+  for (llvm::StringRef Key :
+       {"torch.MaxLoopDepth", "torch-host-sync-in-loop.MaxLoopDepth"})
+    if (auto It = Options.find(Key); It != Options.end()) {
+      unsigned Depth = 1;
+      if (!llvm::StringRef(It->getValue().Value).trim().getAsInteger(10, Depth))
+        Config.Api.MaxLoopDepth = std::max(1u, Depth);
+    }
+  if (auto It = Options.find("torch.Summaries"); It != Options.end())
+    if (!It->getValue().Value.empty())
+      Config.External = summariesAt(It->getValue().Value);
+  return Config;
+}
+
+//===--- The base ----------------------------------------------------------===//
+
 ModelCheck::ModelCheck(StringRef Name, ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context), UserCode(Context) {}
+    : ClangTidyCheck(Name, Context), UserCode(Context),
+      Config(modelConfigFor(*Context)) {}
 
 void ModelCheck::registerMatchers(MatchFinder *Finder) {
   UserCode.registerMatchers(Finder);
   registerAnalyzedBodyMatchers(*Finder, *this);
+  Finder->addMatcher(varDecl(hasGlobalStorage(), hasInitializer(expr()),
+                             unless(isExpansionInSystemHeader()),
+                             unless(hasAncestor(functionDecl())))
+                         .bind("global"),
+                     this);
 }
 
 void ModelCheck::onStartOfTranslationUnit() {
@@ -27,19 +121,29 @@ void ModelCheck::onEndOfTranslationUnit() {
 
 ProgramModel &ModelCheck::program(ASTContext &Ctx) {
   if (!Program || &Program->context() != &Ctx)
-    Program = ProgramModel::get(Ctx, ApiOptions);
+    Program = ProgramModel::get(Ctx, Config);
   return *Program;
 }
 
 void ModelCheck::check(const MatchFinder::MatchResult &Result) {
-  std::optional<AnalyzedBody> Body = getAnalyzedBody(Result);
-  if (!Body)
-    return;
   ProgramModel &P = program(*Result.Context);
-  if (!P.isAnalyzable(*Body->Function))
+  if (const auto *Global = Result.Nodes.getNodeAs<VarDecl>("global")) {
+    if (!Global->isStaticLocal() && !Global->getDeclContext()->isDependentContext())
+      checkFunction(*Global, P);
     return;
-  if (const TensorFlowAnalysis *Analysis = P.analysis(*Body->Function))
-    checkBody(*Body->Function, *Analysis, P);
+  }
+  const FunctionDecl *F = getAnalyzedFunction(Result);
+  if (!F || !P.isAnalyzable(*F))
+    return;
+  checkFunction(*F, P);
+}
+
+void ModelCheck::checkFunction(const Decl &Owner, ProgramModel &P) {
+  if (!Kind)
+    return;
+  for (const Violation &V : P.violations(Owner))
+    if (V.Kind == Kind)
+      report(V, P);
 }
 
 bool ModelCheck::firstAt(SourceLocation Loc) {
@@ -63,6 +167,31 @@ void ModelCheck::notePath(const CallStep *Via, StringRef Name) {
   for (const CallStep *Step = Via; Step; Step = Step->Next)
     diag(Step->Call, "%0 comes from the call of %1 here", DiagnosticIDs::Note)
         << Name << Step->Callee;
+}
+
+void ModelCheck::noteIntoCallee(const Violation &V, StringRef AtMatch) {
+  if (!V.FromCallee)
+    return;
+  for (const CallStep *Step = V.FromCallee->Via; Step; Step = Step->Next)
+    diag(Step->Call, "which calls %0 here", DiagnosticIDs::Note)
+        << Step->Callee;
+  if (V.FromCallee->At.isValid())
+    diag(V.FromCallee->At, AtMatch, DiagnosticIDs::Note) << V.Match.What;
+}
+
+std::string ModelCheck::nameOf(const Operand &Op, const ASTContext &Ctx,
+                               StringRef Fallback, size_t MaxLength) const {
+  if (Op.Source)
+    return quotedSource(Op.Source, Ctx, Fallback, MaxLength);
+  return Op.Name.empty() ? Fallback.str() : Op.Name;
+}
+
+SourceLocation ModelCheck::locationOf(const Violation &V, bool InCallee) const {
+  if (V.FromCallee && InCallee)
+    return V.FromCallee->At;
+  if (const auto *E = dyn_cast<Expr>(V.Site))
+    return E->getExprLoc();
+  return V.Site->getBeginLoc();
 }
 
 } // namespace clang::tidy::torch

@@ -1,24 +1,31 @@
 //===--- ModelCheck.h - torch-tidy ------------------------------*- C++ -*-===//
 //
 // The base of the checks that report what the ProgramModel proves: it walks
-// user code only, holds the TU's shared model for the TU's duration, hands
-// each analysed body (functions, template instantiations, lambdas) to the
-// check, reports a finding once per location however many instantiations
-// show it, and writes the notes that walk a fact's path across calls.
+// user code only, holds the TU's one model for the TU's duration (configured
+// module-wide, so that every check of the TU shares it), hands each analysed
+// function (functions, template instantiations, lambdas, globals'
+// initialisers) to the check, reports a finding once per location however
+// many instantiations show it, and writes the notes that walk a fact's path
+// across calls.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_UTILS_MODELCHECK_H
-#define TORCH_TIDY_UTILS_MODELCHECK_H
+#ifndef TORCH_TIDY_MODELCHECK_H
+#define TORCH_TIDY_MODELCHECK_H
 
+#include "model/FlowAnalysis.h"
 #include "model/ProgramModel.h"
-#include "model/TensorFlowAnalysis.h"
-#include "clang-tidy/ClangTidyCheck.h"
 #include "model/UserCodeTraversal.h"
+#include "clang-tidy/ClangTidyCheck.h"
 #include "llvm/ADT/DenseSet.h"
 #include <memory>
 
 namespace clang::tidy::torch {
+
+/// The model's configuration for the file being checked: each vocabulary
+/// list is the union of the global `torch.<Name>` option and every check's
+/// `<check>.<Name>`; `torch.Summaries` names the facts of other TUs.
+ModelConfig modelConfigFor(const ClangTidyContext &Context);
 
 class ModelCheck : public ClangTidyCheck {
 public:
@@ -33,13 +40,14 @@ public:
   }
 
 protected:
-  /// Called once per analysed body whose analysis converged.
-  virtual void checkBody(const FunctionDecl &Function,
-                         const TensorFlowAnalysis &Analysis,
-                         ProgramModel &Program) = 0;
+  /// Called once per analysable function (\p Owner is a FunctionDecl) or
+  /// global with an initialiser (a VarDecl).
+  virtual void checkFunction(const Decl &Owner, ProgramModel &Program);
 
-  /// The options the model is built with; each check fills what it reads.
-  TorchApiOptions ApiOptions;
+  /// Called by the default checkFunction for each violation of \p Kind.
+  virtual void report(const Violation &V, ProgramModel &Program) {}
+  /// The requirement whose violations report() receives; null for none.
+  const Requirement *Kind = nullptr;
 
   /// The TU's model (valid during check()).
   ProgramModel &program(ASTContext &Ctx);
@@ -67,13 +75,23 @@ protected:
       diag(Fact.Origin, AtOrigin, DiagnosticIDs::Note) << Name << Detail;
   }
   void notePath(const CallStep *Via, StringRef Name);
+  /// For a callee's obligation: "which calls 'f()' here" per call inside
+  /// the callee, ending at the place it was matched with \p AtMatch.
+  void noteIntoCallee(const Violation &V, StringRef AtMatch);
+  /// How messages name an operand: its own name, or the expression.
+  std::string nameOf(const Operand &Op, const ASTContext &Ctx,
+                     StringRef Fallback, size_t MaxLength = 40) const;
+  /// Where a violation is: at the statement, or, for a callee's obligation,
+  /// \p InCallee ? where it was matched in the callee : at the call.
+  SourceLocation locationOf(const Violation &V, bool InCallee) const;
 
 private:
   UserCodeTraversal UserCode;
   std::shared_ptr<ProgramModel> Program;
   llvm::DenseSet<SourceLocation> Reported;
+  ModelConfig Config;
 };
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_UTILS_MODELCHECK_H
+#endif // TORCH_TIDY_MODELCHECK_H

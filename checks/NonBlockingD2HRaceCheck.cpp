@@ -1,45 +1,74 @@
 //===--- NonBlockingD2HRaceCheck.cpp - torch-tidy -------------------------===//
+//
+// The requirement: a value that a non-blocking device-to-host copy produced
+// is read on the host only after a synchronisation. The model carries the
+// pending copy through values, returns, members and containers, and a
+// synchronisation (or a blocking read of a CUDA tensor) completes it.
+//
+//===----------------------------------------------------------------------===//
 
 #include "NonBlockingD2HRaceCheck.h"
 #include "api/TorchMatchers.h"
 
 namespace clang::tidy::torch {
 
+namespace {
+
+class PendingRead : public Requirement {
+public:
+  llvm::StringRef name() const override { return "pending-copy-read"; }
+
+  bool match(const Stmt &S, const FlowModel &M, const State &St,
+             RequirementMatch &Out) const override {
+    llvm::SmallVector<const Expr *, 2> Reads;
+    FlowModel::hostReadOperands(S, Reads);
+    for (const Expr *Read : Reads) {
+      ValueFacts F = M.evaluate(Read, St);
+      if (F.PendingCopy.isInvalid())
+        continue;
+      Out.Operands.push_back(
+          {F, quotedSource(Read, M.context(), "the tensor"), Read});
+      return true;
+    }
+    return false;
+  }
+
+  Verdict judge(const RequirementMatch &M, const SiteContext &) const override {
+    return M.Operands[0].Facts.PendingCopy.isValid() ? Verdict::Violated
+                                                     : Verdict::Holds;
+  }
+};
+
+const PendingRead Instance;
+const RequirementRegistration Registered(Instance);
+
+} // namespace
+
 NonBlockingD2HRaceCheck::NonBlockingD2HRaceCheck(StringRef Name,
                                                  ClangTidyContext *Context)
     : ModelCheck(Name, Context),
       RawExtraSyncFunctions(Options.get("ExtraSyncFunctions", "")) {
-  ApiOptions.ExtraSyncFunctions = parseNameList(RawExtraSyncFunctions);
+  Kind = &Instance;
 }
 
 void NonBlockingD2HRaceCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
   Options.store(Opts, "ExtraSyncFunctions", RawExtraSyncFunctions);
 }
 
-void NonBlockingD2HRaceCheck::checkBody(const FunctionDecl &,
-                                        const TensorFlowAnalysis &Analysis,
-                                        ProgramModel &Program) {
-  const TensorModel &Model = Analysis.model();
-  const ASTContext &Ctx = Program.context();
-  Analysis.replay([&](const Stmt &S, const TensorState &State) {
-    llvm::SmallVector<const Expr *, 2> Reads;
-    TensorModel::hostReadOperands(S, Reads);
-    for (const Expr *Read : Reads) {
-      const ValueFacts *F = State.lookup(Model.keyOf(Read));
-      if (!F || !F->PendingDeviceToHostCopy)
-        continue;
-      if (!firstAt(Read->getBeginLoc()))
-        return;
-      diag(Read->getBeginLoc(),
-           "%0 is read on the host before the non-blocking device-to-host "
-           "copy that produced it has completed; synchronise first (e.g. "
-           "torch::cuda::synchronize() or stream.synchronize())")
-          << quotedSource(Read, Ctx, "the tensor");
-      diag(F->PendingDeviceToHostCopy->getExprLoc(),
-           "non-blocking copy to the host starts here", DiagnosticIDs::Note);
-      return; // One warning per read.
-    }
-  });
+void NonBlockingD2HRaceCheck::report(const Violation &V, ProgramModel &Program) {
+  const Operand &Read = V.Match.Operands[0];
+  SourceLocation Loc =
+      Read.Source ? Read.Source->getBeginLoc() : locationOf(V, false);
+  if (!firstAt(Loc))
+    return;
+  std::string Name = nameOf(Read, Program.context(), "the tensor");
+  diag(Loc, "%0 is read on the host before the non-blocking device-to-host "
+            "copy that produced it has completed; synchronise first (e.g. "
+            "torch::cuda::synchronize() or stream.synchronize())")
+      << Name;
+  notePath(Read.Facts.PendingVia, Name);
+  diag(Read.Facts.PendingCopy, "non-blocking copy to the host starts here",
+       DiagnosticIDs::Note);
 }
 
 } // namespace clang::tidy::torch

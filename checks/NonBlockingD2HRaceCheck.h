@@ -18,9 +18,7 @@ public:
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
 
 private:
-  void checkBody(const FunctionDecl &Function,
-                 const TensorFlowAnalysis &Analysis,
-                 ProgramModel &Program) override;
+  void report(const Violation &V, ProgramModel &Program) override;
   const StringRef RawExtraSyncFunctions;
 };
 

@@ -1,40 +1,78 @@
 //===--- NonBlockingPageableCheck.cpp - torch-tidy ------------------------===//
+//
+// The requirement: the source of a non_blocking copy to a device that may be
+// CUDA is not pageable CPU memory.
+//
+//===----------------------------------------------------------------------===//
 
 #include "NonBlockingPageableCheck.h"
-#include "model/SummaryBuilder.h"
-#include "clang-tidy/utils/OptionsUtils.h"
 #include "api/TorchMatchers.h"
 #include "clang/Lex/Lexer.h"
 
 namespace clang::tidy::torch {
 
-NonBlockingPageableCheck::NonBlockingPageableCheck(StringRef Name,
-                                                   ClangTidyContext *Context)
-    : ModelCheck(Name, Context),
-      RawExtraPinnedAllocators(Options.get("ExtraPinnedAllocators", "")),
-      RawExtraFactories(Options.get("ExtraFactories", "")) {
-  ApiOptions.ExtraPinnedAllocators = parseNameList(RawExtraPinnedAllocators);
-  ApiOptions.ExtraFactories = parseNameList(RawExtraFactories);
-}
+namespace {
 
-void NonBlockingPageableCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
-  Options.store(Opts, "ExtraPinnedAllocators", RawExtraPinnedAllocators);
-  Options.store(Opts, "ExtraFactories", RawExtraFactories);
-}
+class PinnedSource : public Requirement {
+public:
+  llvm::StringRef name() const override { return "pinned-source"; }
+
+  bool match(const Stmt &S, const FlowModel &M, const State &St,
+             RequirementMatch &Out) const override {
+    TensorCopy Copy;
+    if (!matchTensorCopy(S, Copy) || !Copy.Source || !Copy.Destination)
+      return false;
+    std::optional<bool> NonBlocking =
+        M.evaluateBool(argumentForParameter(*Copy.Call, "non_blocking"), St);
+    if (!NonBlocking || !*NonBlocking)
+      return false;
+    const ASTContext &Ctx = M.context();
+    Out.Operands.push_back({M.evaluate(Copy.Source, St),
+                            quotedSource(Copy.Source, Ctx, "the source tensor"),
+                            Copy.Source});
+    ValueFacts To;
+    To.Device = M.evaluate(Copy.Destination, St).Device;
+    Out.Operands.push_back({To, "", nullptr});
+    return true;
+  }
+
+  Verdict judge(const RequirementMatch &M, const SiteContext &) const override {
+    const ValueFacts &From = M.Operands[0].Facts;
+    const Sourced<DeviceValue> &To = M.Operands[1].Facts.Device;
+    if (isParameterEntry(From.Pin)) {
+      // The parameter's own memory, on the CPU or wherever it was.
+      bool Own = From.Device.Entry == From.Pin.Entry || From.Device.Value.isCPU();
+      return Own && (To.Value.mayBeCUDA() || isParameterEntry(To))
+                 ? Verdict::Callers
+                 : Verdict::Holds;
+    }
+    if (isParameterEntry(To))
+      return From.Pin.Value == Pinning::Pageable && From.Device.Value.isCPU()
+                 ? Verdict::Callers
+                 : Verdict::Holds;
+    return From.Pin.Value == Pinning::Pageable && From.Device.Value.isCPU() &&
+                   To.Value.mayBeCUDA()
+               ? Verdict::Violated
+               : Verdict::Holds;
+  }
+};
+
+const PinnedSource Instance;
+const RequirementRegistration Registered(Instance);
 
 /// `batch.data` / `batch.target` of a torch::data loader's batch.
-static bool isLoaderField(const Expr *E) {
-  const auto *Member = dyn_cast<MemberExpr>(stripConversions(E));
+bool isLoaderField(const Expr *E) {
+  const auto *Member = E ? dyn_cast<MemberExpr>(stripConversions(E)) : nullptr;
   return Member && isDataExampleType(Member->getBase()->getType());
 }
 
 /// The factory call that initialises the variable \p Source names, when
-/// that call is where the analysis says the pageable memory comes from:
-/// the one place where `.pin_memory()` can be appended.
-static const CallExpr *pinnableFactory(const Expr *Source,
-                                       SourceLocation PinOrigin,
-                                       const TorchApiOptions &Opts) {
-  const auto *Ref = dyn_cast<DeclRefExpr>(stripConversions(Source));
+/// that call is where the pageable memory comes from: the one place where
+/// `.pin_memory()` can be appended.
+const CallExpr *pinnableFactory(const Expr *Source, SourceLocation PinOrigin,
+                                const TorchApiOptions &Opts) {
+  const auto *Ref =
+      Source ? dyn_cast<DeclRefExpr>(stripConversions(Source)) : nullptr;
   const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
   if (!Var || !Var->hasLocalStorage() || !Var->getInit())
     return nullptr;
@@ -46,94 +84,65 @@ static const CallExpr *pinnableFactory(const Expr *Source,
   return Call;
 }
 
-/// Pageable CPU memory copied to a device that may be CUDA.
-static bool isPageableUpload(const ValueFacts &From, const DeviceValue &To) {
-  return From.Pin.Value == Pinning::Pageable && From.Device.Value.isCPU() &&
-         To.mayBeCUDA();
+} // namespace
+
+NonBlockingPageableCheck::NonBlockingPageableCheck(StringRef Name,
+                                                   ClangTidyContext *Context)
+    : ModelCheck(Name, Context),
+      RawExtraPinnedAllocators(Options.get("ExtraPinnedAllocators", "")),
+      RawExtraFactories(Options.get("ExtraFactories", "")) {
+  Kind = &Instance;
 }
 
-static std::string destination(const DeviceValue &To) {
+void NonBlockingPageableCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
+  Options.store(Opts, "ExtraPinnedAllocators", RawExtraPinnedAllocators);
+  Options.store(Opts, "ExtraFactories", RawExtraFactories);
+}
+
+void NonBlockingPageableCheck::report(const Violation &V,
+                                      ProgramModel &Program) {
+  SourceLocation Loc = locationOf(V, /*InCallee=*/false);
+  if (!firstAt(Loc))
+    return;
+  const ASTContext &Ctx = Program.context();
+  const Operand &Source = V.Match.Operands[0];
+  const ValueFacts &From = Source.Facts;
+  const DeviceValue &To = V.Match.Operands[1].Facts.Device.Value;
+  std::string Name = nameOf(Source, Ctx, "the source tensor");
   std::string Where = To.describe();
   if (To.isSymbolic())
     Where += " (CUDA on a machine with a GPU)";
-  return Where;
-}
-
-void NonBlockingPageableCheck::report(SourceLocation Loc, const Expr *Source,
-                                      const ValueFacts &From,
-                                      const Sourced<DeviceValue> &To,
-                                      const ASTContext &Ctx) {
-  if (!firstAt(Loc))
-    return;
-  std::string Name = quotedSource(Source, Ctx, "the source tensor");
   diag(Loc, "non_blocking copy of %0%1 to %2 from pageable memory runs "
             "synchronously; pin the source (pin_memory() or "
             "TensorOptions().pinned_memory(true)) for the copy to overlap")
-      << Name << fromWhere(From.Pin, Ctx) << destination(To.Value);
-  if (!From.Pin.Origin.isValid())
-    return;
-  notePath(From.Pin.Via, Name);
-  if (isLoaderField(Source) && !From.Pin.Via) {
-    diag(From.Pin.Origin,
-         "%0 comes from a torch::data loader, which collates batches into "
-         "pageable memory",
-         DiagnosticIDs::Note)
-        << Name;
-    return;
+      << Name << fromWhere(From.Pin, Ctx) << Where;
+  if (From.Pin.Origin.isValid()) {
+    notePath(From.Pin.Via, Name);
+    if (isLoaderField(Source.Source) && !From.Pin.Via) {
+      diag(From.Pin.Origin,
+           "%0 comes from a torch::data loader, which collates batches into "
+           "pageable memory",
+           DiagnosticIDs::Note)
+          << Name;
+    } else {
+      DiagnosticBuilder Note =
+          diag(From.Pin.Origin, "%0 was allocated in pageable memory here",
+               DiagnosticIDs::Note);
+      Note << Name;
+      // Unsafe, so it rides on the note: pinned memory is a scarce,
+      // page-locked resource, and `.pin_memory()` costs one more host copy.
+      if (const CallExpr *Factory =
+              From.Pin.Via ? nullptr
+                           : pinnableFactory(Source.Source, From.Pin.Origin,
+                                             Program.options()))
+        Note << FixItHint::CreateInsertion(
+            Lexer::getLocForEndOfToken(Factory->getEndLoc(), 0,
+                                       Ctx.getSourceManager(),
+                                       Ctx.getLangOpts()),
+            ".pin_memory()");
+    }
   }
-  DiagnosticBuilder Note = diag(
-      From.Pin.Origin, "%0 was allocated in pageable memory here",
-      DiagnosticIDs::Note);
-  Note << Name;
-  // Unsafe, so it rides on the note: pinned memory is a scarce, page-locked
-  // resource, and `.pin_memory()` costs one more host copy per allocation.
-  if (const CallExpr *Factory =
-          From.Pin.Via ? nullptr
-                       : pinnableFactory(Source, From.Pin.Origin, ApiOptions))
-    Note << FixItHint::CreateInsertion(
-        Lexer::getLocForEndOfToken(Factory->getEndLoc(), 0,
-                                   Ctx.getSourceManager(), Ctx.getLangOpts()),
-        ".pin_memory()");
-}
-
-void NonBlockingPageableCheck::checkRequirement(
-    const CallExpr &Call, const InstantiatedRequirement &I,
-    ProgramModel &Program) {
-  const Requirement &R = *I.Req;
-  if (R.Kind != Requirement::PinnedSource || !I.First.Argument ||
-      !isPageableUpload(I.First.Facts, I.Second.Facts.Device.Value))
-    return;
-  report(Call.getExprLoc(), I.First.Argument, I.First.Facts,
-         I.Second.Facts.Device, Program.context());
-  for (const CallStep *Step = R.Via; Step; Step = Step->Next)
-    diag(Step->Call, "which calls %0 here", DiagnosticIDs::Note)
-        << Step->Callee;
-  diag(R.At, "the non_blocking copy is made here", DiagnosticIDs::Note);
-}
-
-void NonBlockingPageableCheck::checkBody(const FunctionDecl &,
-                                         const TensorFlowAnalysis &Analysis,
-                                         ProgramModel &Program) {
-  const TensorModel &Model = Analysis.model();
-  const ASTContext &Ctx = Program.context();
-  Analysis.replay([&](const Stmt &S, const TensorState &State) {
-    const auto *Call = dyn_cast<CallExpr>(&S);
-    if (!Call)
-      return;
-    for (const InstantiatedRequirement &I : requirementsAt(*Call, Model, State))
-      checkRequirement(*Call, I, Program);
-    TensorCopy Copy;
-    if (!matchTensorCopy(S, Copy) || !Copy.Source || !Copy.Destination)
-      return;
-    std::optional<bool> NonBlocking = Model.evaluateBool(
-        argumentForParameter(*Call, "non_blocking"), State);
-    if (!NonBlocking || !*NonBlocking)
-      return;
-    ValueFacts From = Model.evaluate(Copy.Source, State);
-    Sourced<DeviceValue> To = Model.evaluate(Copy.Destination, State).Device;
-    if (isPageableUpload(From, To.Value))
-      report(Call->getExprLoc(), Copy.Source, From, To, Ctx);
-  });
+  noteIntoCallee(V, "the non_blocking copy is made here");
 }
 
 } // namespace clang::tidy::torch

@@ -7,12 +7,8 @@
 
 namespace clang::tidy::torch {
 
-struct InstantiatedRequirement;
-
-/// Flags a host-to-device copy with non_blocking set whose source the flow
-/// analysis proves to be in pageable host memory: CUDA copies it
-/// synchronously, so the flag buys no overlap. Also flags the call of a
-/// helper that makes such a copy of the pageable tensor it is given.
+/// Flags a non_blocking host-to-device copy whose source is proven to be
+/// pageable CPU memory and whose destination may be CUDA.
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-non-blocking-pageable.md
@@ -22,16 +18,7 @@ public:
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
 
 private:
-  void checkBody(const FunctionDecl &Function,
-                 const TensorFlowAnalysis &Analysis,
-                 ProgramModel &Program) override;
-  /// Reports a copy of \p From to \p To at \p Loc; \p Source is the
-  /// expression that names the source in this function.
-  void report(SourceLocation Loc, const Expr *Source, const ValueFacts &From,
-              const Sourced<DeviceValue> &To, const ASTContext &Ctx);
-  void checkRequirement(const CallExpr &Call, const InstantiatedRequirement &R,
-                        ProgramModel &Program);
-
+  void report(const Violation &V, ProgramModel &Program) override;
   const StringRef RawExtraPinnedAllocators;
   const StringRef RawExtraFactories;
 };

@@ -246,13 +246,27 @@ private:
   /// are analysed again with the program's summaries.
   void crossTranslationUnit() {
     CrossTUPlan Plan = planCrossTU(Results);
-    if (!Audit.CacheDir.empty() &&
-        !writeSummaries(*Plan.Summaries, Audit.CacheDir + "/summaries.json"))
+    // The second phase reads the program's facts from this file, through
+    // the checks' `torch.Summaries` option.
+    SmallString<256> File;
+    TempFileRemover Temporary;
+    if (!Audit.CacheDir.empty()) {
+      File = Audit.CacheDir + "/summaries.json";
+      sys::fs::make_absolute(File);
+    } else if (sys::fs::createTemporaryFile("torch-tidy-summaries", "json",
+                                            File)) {
+      File.clear();
+    } else {
+      Temporary.Path = std::string(File);
+    }
+    if (File.empty() || !writeSummaries(*Plan.Summaries, File)) {
       noteOnce("could not write the program's summaries to " +
-               Audit.CacheDir + "/summaries.json");
-    if (Plan.Rerun.empty())
+               std::string(File));
+      File.clear();
+    }
+    if (Plan.Rerun.empty() || File.empty())
       return;
-    clang::tidy::torch::ProgramModel::setExternalSummaries(Plan.Summaries);
+    SummariesFile = std::string(File);
     std::vector<std::function<void()>> Work;
     for (size_t K = 0; K < Plan.Rerun.size(); ++K) {
       size_t I = Plan.Rerun[K];
@@ -273,12 +287,24 @@ private:
       Work.push_back([this, I, Key] { reanalyse(I, Key); });
     }
     runInParallel(Work);
-    clang::tidy::torch::ProgramModel::setExternalSummaries(nullptr);
+    SummariesFile.clear();
   }
+
+  /// Removes a temporary file when it goes out of scope.
+  struct TempFileRemover {
+    std::string Path;
+    ~TempFileRemover() {
+      if (!Path.empty())
+        sys::fs::remove(Path);
+    }
+  };
+  /// The program's facts for the cross-TU phase; "" outside it.
+  std::string SummariesFile;
 
   void reanalyse(size_t I, const std::string &Key) {
     TUExtras Extras;
     Extras.CollectDependencies = Audit.UseResultCache;
+    Extras.SummariesPath = SummariesFile;
     bool WithPCH = false;
     TUResult R = parse(I, Extras, WithPCH);
     ++CrossAnalysed;

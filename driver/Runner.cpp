@@ -23,7 +23,7 @@
 #include "Messages.h"
 #include "SummaryExporter.h"
 #include "SystemBodies.h"
-#include "model/TensorFlowAnalysis.h"
+#include "model/FlowAnalysis.h"
 #include "clang-tidy/ClangTidy.h"
 #include "clang-tidy/ClangTidyModule.h"
 #include "clang-tidy/GlobList.h"
@@ -83,7 +83,8 @@ class TidyActionFactory : public FrontendActionFactory {
 public:
   TidyActionFactory(ClangTidyContext &Context, bool SkipBodies,
                     const TUExtras &Extras)
-      : ConsumerFactory(Context), SkipBodies(SkipBodies), Extras(Extras) {
+      : Context(Context), ConsumerFactory(Context), SkipBodies(SkipBodies),
+        Extras(Extras) {
     if (Extras.CollectDependencies)
       Dependencies = std::make_shared<AllDependencies>();
   }
@@ -92,7 +93,7 @@ public:
     if (Extras.Preamble && !Extras.PCHPath.empty())
       Guard = std::make_unique<PreambleGuard>(*Extras.Preamble);
     return std::make_unique<Action>(
-        ConsumerFactory, Dependencies,
+        Context, ConsumerFactory, Dependencies,
         Extras.ExportSummaries ? &SummaryExport : nullptr, SkipBodies,
         Guard.get());
   }
@@ -124,10 +125,11 @@ public:
 private:
   class Action : public ASTFrontendAction {
   public:
-    Action(ClangTidyASTConsumerFactory &Factory,
+    Action(ClangTidyContext &Context, ClangTidyASTConsumerFactory &Factory,
            std::shared_ptr<AllDependencies> Dependencies,
            std::string *SummaryExport, bool SkipBodies, PreambleGuard *Guard)
-        : Factory(Factory), Dependencies(std::move(Dependencies)),
+        : Context(Context), Factory(Factory),
+          Dependencies(std::move(Dependencies)),
           SummaryExport(SummaryExport), SkipBodies(SkipBodies), Guard(Guard) {}
     bool BeginInvocation(CompilerInstance &CI) override {
       CI.getDiagnostics().setFatalsAsError(true);
@@ -144,11 +146,12 @@ private:
                                                    StringRef File) override {
       std::unique_ptr<ASTConsumer> Tidy = Factory.createASTConsumer(CI, File);
       if (SummaryExport)
-        Tidy = exportingConsumer(std::move(Tidy), *SummaryExport);
+        Tidy = exportingConsumer(std::move(Tidy), *SummaryExport, Context);
       return SkipBodies ? skipSystemBodies(std::move(Tidy)) : std::move(Tidy);
     }
 
   private:
+    ClangTidyContext &Context;
     ClangTidyASTConsumerFactory &Factory;
     std::shared_ptr<AllDependencies> Dependencies;
     std::string *SummaryExport;
@@ -156,6 +159,7 @@ private:
     PreambleGuard *Guard;
   };
 
+  ClangTidyContext &Context;
   ClangTidyASTConsumerFactory ConsumerFactory;
   bool SkipBodies;
   const TUExtras &Extras;
@@ -260,6 +264,33 @@ ArgumentsAdjuster driverAdjuster(
   return combineAdjusters(Adjuster, resourceDirAdjuster(Options.ResourceDir));
 }
 
+namespace {
+/// The configuration of a provider, with the facts of other TUs added as the
+/// module-wide `torch.Summaries` option: the checks read them from there,
+/// whichever way they run.
+class WithSummaries : public clang::tidy::ClangTidyOptionsProvider {
+public:
+  WithSummaries(std::unique_ptr<clang::tidy::ClangTidyOptionsProvider> Inner,
+                std::string Path)
+      : Inner(std::move(Inner)), Path(std::move(Path)) {}
+  const clang::tidy::ClangTidyGlobalOptions &getGlobalOptions() override {
+    return Inner->getGlobalOptions();
+  }
+  std::vector<OptionsSource> getRawOptions(StringRef FileName) override {
+    std::vector<OptionsSource> Sources = Inner->getRawOptions(FileName);
+    clang::tidy::ClangTidyOptions Added;
+    Added.CheckOptions["torch.Summaries"] =
+        clang::tidy::ClangTidyOptions::ClangTidyValue(Path, 1000000);
+    Sources.emplace_back(std::move(Added), "torch-tidy summaries");
+    return Sources;
+  }
+
+private:
+  std::unique_ptr<clang::tidy::ClangTidyOptionsProvider> Inner;
+  std::string Path;
+};
+} // namespace
+
 TUResult runOne(const TUJob &Job, const RunOptions &Options,
                 const TUExtras &Extras) {
   TUResult Result;
@@ -267,6 +298,11 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
 
   std::unique_ptr<clang::tidy::ClangTidyOptionsProvider> Provider =
       Options.MakeOptionsProvider();
+  const std::string &Summaries = !Extras.SummariesPath.empty()
+                                     ? Extras.SummariesPath
+                                     : Options.SummariesPath;
+  if (!Summaries.empty())
+    Provider = std::make_unique<WithSummaries>(std::move(Provider), Summaries);
   Result.EnabledChecks = clang::tidy::getCheckNames(
       Provider->getOptions(Job.File), /*AllowEnablingAnalyzerAlphaCheckers=*/
       false);
@@ -292,7 +328,7 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
       Context,
       skipsSystemBodies(Options, Context.getOptionsForFile(Job.File)),
       Extras);
-  clang::tidy::torch::TensorFlowAnalysis::setCapReporter(
+  clang::tidy::torch::FlowAnalysis::setCapReporter(
       [](StringRef Message) { printNote(Message); });
   int RunStatus = 1;
   runOnLargeStack([&] { RunStatus = Tool.run(&Factory); });

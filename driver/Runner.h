@@ -37,6 +37,9 @@ struct RunOptions {
   /// Skip the function bodies of system headers that no check reads
   /// (SystemBodies.h); --no-skip-system-bodies turns it off.
   bool SkipSystemBodies = true;
+  /// Facts of other TUs (`--summaries`), handed to the checks as the
+  /// `torch.Summaries` option; "" for none.
+  std::string SummariesPath;
 };
 
 /// Whether a TU with the configuration \p FileOptions skips system bodies:
@@ -83,6 +86,9 @@ struct TUExtras {
   bool CollectDependencies = false;
   /// Fill TUResult::SummaryExport.
   bool ExportSummaries = false;
+  /// The program's facts (the audit's cross-TU phase); overrides
+  /// RunOptions::SummariesPath.
+  std::string SummariesPath;
 };
 
 /// Analyses one job on the calling thread.

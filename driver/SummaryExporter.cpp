@@ -1,6 +1,7 @@
 //===--- SummaryExporter.cpp - torch-tidy driver --------------------------===//
 
 #include "SummaryExporter.h"
+#include "ModelCheck.h"
 #include "model/ExternalSummaries.h"
 #include "model/ProgramModel.h"
 #include "clang/Frontend/MultiplexConsumer.h"
@@ -20,14 +21,17 @@ struct SharedModel {
 
 class TakeModel : public ASTConsumer {
 public:
-  explicit TakeModel(std::shared_ptr<SharedModel> Slot)
-      : Slot(std::move(Slot)) {}
+  TakeModel(std::shared_ptr<SharedModel> Slot,
+            clang::tidy::torch::ModelConfig Config)
+      : Slot(std::move(Slot)), Config(std::move(Config)) {}
   void HandleTranslationUnit(ASTContext &Ctx) override {
-    Slot->Model = ProgramModel::get(Ctx, clang::tidy::torch::TorchApiOptions());
+    // The checks' own model: the same module-wide options.
+    Slot->Model = ProgramModel::get(Ctx, Config);
   }
 
 private:
   std::shared_ptr<SharedModel> Slot;
+  clang::tidy::torch::ModelConfig Config;
 };
 
 class ExportModel : public ASTConsumer {
@@ -51,10 +55,12 @@ private:
 } // namespace
 
 std::unique_ptr<ASTConsumer>
-exportingConsumer(std::unique_ptr<ASTConsumer> Tidy, std::string &Out) {
+exportingConsumer(std::unique_ptr<ASTConsumer> Tidy, std::string &Out,
+                  const clang::tidy::ClangTidyContext &Context) {
   auto Slot = std::make_shared<SharedModel>();
   std::vector<std::unique_ptr<ASTConsumer>> Consumers;
-  Consumers.push_back(std::make_unique<TakeModel>(Slot));
+  Consumers.push_back(std::make_unique<TakeModel>(
+      Slot, clang::tidy::torch::modelConfigFor(Context)));
   Consumers.push_back(std::move(Tidy));
   Consumers.push_back(std::make_unique<ExportModel>(Slot, Out));
   return std::make_unique<MultiplexConsumer>(std::move(Consumers));

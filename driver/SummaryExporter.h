@@ -10,6 +10,7 @@
 #define TORCH_TIDY_DRIVER_SUMMARYEXPORTER_H
 
 #include "clang/AST/ASTConsumer.h"
+#include "clang-tidy/ClangTidyDiagnosticConsumer.h"
 #include <memory>
 #include <string>
 
@@ -17,7 +18,8 @@ namespace torchtidy {
 
 /// \p Tidy, followed by the export of the TU into \p Out.
 std::unique_ptr<clang::ASTConsumer>
-exportingConsumer(std::unique_ptr<clang::ASTConsumer> Tidy, std::string &Out);
+exportingConsumer(std::unique_ptr<clang::ASTConsumer> Tidy, std::string &Out,
+                  const clang::tidy::ClangTidyContext &Context);
 
 } // namespace torchtidy
 

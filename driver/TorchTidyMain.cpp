@@ -439,7 +439,6 @@ int run(int Argc, const char **Argv) {
       printError("--summaries: " + toString(Loaded.takeError()));
       return ExitError;
     }
-    clang::tidy::torch::ProgramModel::setExternalSummaries(std::move(*Loaded));
   }
   Shard Part;
   if (!ShardSpec.empty())
@@ -516,6 +515,11 @@ int run(int Argc, const char **Argv) {
   Options.ResourceDir = resourceDir(Argv[0]);
   Options.MakeOptionsProvider = Providers;
   Options.SkipSystemBodies = !NoSkipSystemBodies;
+  if (!SummariesPath.empty()) {
+    llvm::SmallString<256> Absolute(SummariesPath);
+    llvm::sys::fs::make_absolute(Absolute);
+    Options.SummariesPath = std::string(Absolute);
+  }
   ProgressLine Progress(TUs.size(),
                         Format == OutputFormat::Text && TUs.size() > 1);
   Options.OnStart = [&Progress](const TUJob &Job) { Progress.start(Job.File); };

@@ -31,6 +31,12 @@ bool isLibraryFunction(const FunctionDecl &FD) {
              FD.getLocation());
 }
 
+bool isTorchFunction(const FunctionDecl &FD) {
+  llvm::StringRef Top = topNamespace(FD);
+  return (Top == "torch" || Top == "at" || Top == "c10") &&
+         !isa<CXXMethodDecl>(FD);
+}
+
 static bool isTorchNamespaceDecl(const Decl &D) {
   llvm::StringRef Top = topNamespace(D);
   return Top == "torch" || Top == "at" || Top == "c10";
@@ -265,8 +271,8 @@ static const Expr *throughArrow(const Expr *Object) {
   return Object;
 }
 
-static const Expr *moduleMethodReceiver(const CallExpr &Call,
-                                        llvm::StringRef Method) {
+const Expr *moduleMethodCallReceiver(const CallExpr &Call,
+                                     llvm::StringRef Method) {
   const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call);
   if (!MC)
     return nullptr;
@@ -281,14 +287,14 @@ static const Expr *moduleMethodReceiver(const CallExpr &Call,
 }
 
 const Expr *moduleToReceiver(const CallExpr &Call) {
-  return moduleMethodReceiver(Call, "to");
+  return moduleMethodCallReceiver(Call, "to");
 }
 
 bool matchModuleCall(const Expr &E, ModuleCall &Out) {
   const auto *Call = dyn_cast<CallExpr>(&E);
   if (!Call)
     return false;
-  if (const Expr *Receiver = moduleMethodReceiver(*Call, "forward")) {
+  if (const Expr *Receiver = moduleMethodCallReceiver(*Call, "forward")) {
     Out.Module = Receiver;
     Out.Inputs.assign(Call->arg_begin(), Call->arg_end());
     return true;
@@ -374,6 +380,24 @@ bool matchTensorCopy(const Stmt &S, TensorCopy &Out) {
     return true;
   }
   return false;
+}
+
+} // namespace clang::tidy::torch
+
+namespace clang::tidy::torch {
+
+std::string TorchApiOptions::key() const {
+  std::string Key;
+  for (const auto *List :
+       {&ExtraSyncFunctions, &ExtraFactories, &ExtraPinnedAllocators,
+        &ExtraBackwardFunctions, &ExtraStepFunctions, &GuardFunctions,
+        &DeviceSelectorFunctions, &ExtraDeviceCountFunctions, &GuardTypes,
+        &AccumulatingFunctions, &ExtraEmptyCacheFunctions}) {
+    for (const std::string &N : *List)
+      Key += N + ",";
+    Key += ";";
+  }
+  return Key + std::to_string(MaxLoopDepth);
 }
 
 } // namespace clang::tidy::torch

@@ -30,6 +30,26 @@ struct TorchApiOptions {
   /// `::` compared with the qualified name, without with the plain name.
   std::vector<std::string> ExtraBackwardFunctions;
   std::vector<std::string> ExtraStepFunctions;
+  /// The project's wrappers around torch::cuda::is_available(): false
+  /// without CUDA.
+  std::vector<std::string> GuardFunctions;
+  /// Functions that pick a device themselves and fall back to the CPU.
+  std::vector<std::string> DeviceSelectorFunctions;
+  /// Functions that return the number of CUDA devices.
+  std::vector<std::string> ExtraDeviceCountFunctions;
+  /// RAII types that turn autograd off for their scope.
+  std::vector<std::string> GuardTypes;
+  /// Functions that add a tensor to a container the way push_back does.
+  std::vector<std::string> AccumulatingFunctions;
+  /// Functions that empty the CUDA caching allocator's cache.
+  std::vector<std::string> ExtraEmptyCacheFunctions;
+
+  /// How many loops around a statement, innermost first, are searched for
+  /// the training loop that repeats it.
+  unsigned MaxLoopDepth = 1;
+
+  /// A stable text of every list, for keys and digests.
+  std::string key() const;
 };
 
 /// LibTorch, the standard library, and the C library: code that never runs
@@ -103,6 +123,13 @@ struct TensorCopy {
   const Expr *Destination = nullptr;
 };
 bool matchTensorCopy(const Stmt &S, TensorCopy &Out);
+
+/// `module->Method(...)` / `module.Method(...)` on a torch::nn::Module: the
+/// module handle, or null.
+const Expr *moduleMethodCallReceiver(const CallExpr &Call,
+                                     llvm::StringRef Method);
+/// A free function of LibTorch (torch::, at::, c10::).
+bool isTorchFunction(const FunctionDecl &FD);
 
 /// `module->to(...)` / `module.to(...)`: the module handle, or null.
 const Expr *moduleToReceiver(const CallExpr &Call);

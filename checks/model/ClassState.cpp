@@ -2,7 +2,8 @@
 
 #include "ClassState.h"
 #include "ProgramModel.h"
-#include "TensorFlowAnalysis.h"
+#include "FlowAnalysis.h"
+#include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "model/UserCodeParents.h"
 #include "model/UserCodeTraversal.h"
@@ -16,7 +17,8 @@ bool isTrackedMember(const FieldDecl &F) {
   QualType T = F.getType();
   return !T->isReferenceType() &&
          (isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
-          isTensorOptionsType(T));
+          isTensorOptionsType(T) || T->isBooleanType() ||
+          T->isIntegerType() || containerRecord(T));
 }
 
 /// Whether \p E, a member expression, is written (or, for a module handle,
@@ -101,6 +103,27 @@ ProgramModel::foreignWrittenMembers() {
   return ForeignWrites;
 }
 
+/// \p F with every entry value replaced by what \p Context says of it.
+static ValueFacts resolveEntries(const ValueFacts &F, const EntryContext &Context) {
+  ValueFacts R = F;
+  auto Resolve = [&](auto &Fact, auto Member) {
+    if (!Fact.Entry)
+      return;
+    Location L = isa<FieldDecl>(Fact.Entry)
+                     ? Location::member(cast<FieldDecl>(Fact.Entry))
+                     : Location::local(Fact.Entry);
+    const ValueFacts *Known = Context.Root ? nullptr : Context.Entry.lookup(L);
+    using SourcedT = std::decay_t<decltype(Fact)>;
+    Fact = Known ? (*Known).*Member : SourcedT();
+    Fact.Entry = nullptr;
+  };
+  Resolve(R.Device, &ValueFacts::Device);
+  Resolve(R.Pin, &ValueFacts::Pin);
+  Resolve(R.Graph, &ValueFacts::Graph);
+  Resolve(R.Mode, &ValueFacts::Mode);
+  return R;
+}
+
 ClassState computeClassState(const CXXRecordDecl &Class,
                              ProgramModel &Program) {
   ClassState Result;
@@ -117,11 +140,18 @@ ClassState computeClassState(const CXXRecordDecl &Class,
       Members.push_back(F);
   if (Members.empty())
     return Result;
+  auto IsMemberLocation = [&](const Location &L) {
+    return L.Kind == Location::This && L.Depth >= 1 &&
+           llvm::is_contained(Members, L.memberField() ? L.memberField()
+                                                       : Selector::fromRaw(L.Path[0]).asField());
+  };
 
   // 1. What every constructor establishes: its summary's effects on the
-  // members. A constructor without a known body proves nothing.
+  // members, its parameters as its callers pass them. A constructor without
+  // a known body proves nothing.
   bool AnyConstructor = false;
-  llvm::DenseMap<const FieldDecl *, ValueFacts> Facts;
+  llvm::DenseMap<Location, ValueFacts> Facts;
+  llvm::SmallVector<Location, 8> Keys;
   for (const CXXConstructorDecl *Ctor : Def->ctors()) {
     if (Ctor->isCopyOrMoveConstructor() || Ctor->isDeleted())
       continue;
@@ -131,13 +161,17 @@ ClassState computeClassState(const CXXRecordDecl &Class,
     const FunctionSummary *Summary = Program.summary(*Ctor);
     if (!Summary)
       return Result;
-    llvm::DenseMap<const FieldDecl *, ValueFacts> Established;
+    const EntryContext &Callers = Program.entryContext(*Ctor);
+    llvm::DenseMap<Location, ValueFacts> Established;
     for (const SummaryEffect &E : Summary->Effects)
-      if (E.Field)
-        Established[E.Field] = E.Exit.withoutParameters();
-    for (const FieldDecl *F : Members) {
-      ValueFacts Here = Established.lookup(F);
-      Facts[F] = AnyConstructor ? joinFacts(Facts[F], Here) : Here;
+      if (IsMemberLocation(E.Where)) {
+        Established[E.Where] = resolveEntries(E.Exit, Callers);
+        if (!llvm::is_contained(Keys, E.Where))
+          Keys.push_back(E.Where);
+      }
+    for (const Location &L : Keys) {
+      ValueFacts Here = Established.lookup(L);
+      Facts[L] = AnyConstructor ? joinFacts(Facts[L], Here) : Here;
     }
     AnyConstructor = true;
   }
@@ -146,48 +180,71 @@ ClassState computeClassState(const CXXRecordDecl &Class,
 
   // 2. Other member functions keep those facts or change them: each is
   // analysed from them, and a member it leaves otherwise is joined.
-  TensorState Entry;
-  for (const FieldDecl *F : Members)
-    Entry.set({nullptr, F}, Facts.lookup(F));
+  State Entry;
+  for (const Location &L : Keys)
+    Entry.set(L, Facts.lookup(L));
   const llvm::DenseSet<const FieldDecl *> &Foreign =
       Program.foreignWrittenMembers();
+  auto Drop = [&](const FieldDecl *F) {
+    for (const Location &L : Keys)
+      if (Selector::fromRaw(L.Path[0]).asField() == F)
+        Facts[L] = ValueFacts();
+  };
   for (const FieldDecl *F : Members)
     if (Foreign.contains(F))
-      Facts[F] = ValueFacts();
+      Drop(F);
   for (const CXXMethodDecl *Method : Def->methods()) {
     if (isa<CXXConstructorDecl, CXXDestructorDecl>(Method) ||
         Method->isStatic() || Method->isDeleted() ||
         Method->isCopyAssignmentOperator() || Method->isMoveAssignmentOperator())
       continue;
     const FunctionDecl *Body = nullptr;
-    if (!Method->hasBody(Body) || !Body ||
-        !Program.isAnalyzable(*Body)) {
+    if (!Method->hasBody(Body) || !Body || !Program.isAnalyzable(*Body)) {
       // A member function whose body is unknown may change any member it
       // can: every one, unless it is const (which still moves modules).
       if (Method->isImplicit())
         continue;
       for (const FieldDecl *F : Members)
         if (!Method->isConst() || isModuleHandleType(F->getType()))
-          Facts[F] = ValueFacts();
+          Drop(F);
       continue;
     }
-    std::unique_ptr<TensorFlowAnalysis> A = Program.analyse(*Body, &Entry);
-    const TensorState *Exit = A && A->converged() ? A->exitState() : nullptr;
-    for (const FieldDecl *F : Members) {
-      if (!A || !A->converged()) {
-        Facts[F] = ValueFacts();
+    State MethodEntry = Entry;
+    for (const ParmVarDecl *P : Body->parameters())
+      MethodEntry.set(Location::local(P), ValueFacts::atEntry(*P));
+    std::unique_ptr<FlowAnalysis> A = Program.analyse(*Body, MethodEntry);
+    if (!A || !A->converged()) {
+      for (const FieldDecl *F : Members)
+        Drop(F);
+      continue;
+    }
+    const State *Exit = A->exitState();
+    if (!Exit)
+      continue; // never returns
+    llvm::SmallVector<Location, 8> Changed;
+    Exit->forEach([&](const Location &L, const ValueFacts &) {
+      if (IsMemberLocation(L))
+        Changed.push_back(L);
+    });
+    for (const Location &L : Keys)
+      if (!llvm::is_contained(Changed, L))
+        Changed.push_back(L);
+    llvm::sort(Changed);
+    for (const Location &L : Changed) {
+      ValueFacts After = Exit->get(L).withoutEntries();
+      if (After == Entry.get(L))
+        continue;
+      if (!llvm::is_contained(Keys, L)) {
+        Keys.push_back(L);
+        Facts[L] = After;
         continue;
       }
-      if (!Exit)
-        continue; // never returns
-      ValueFacts After = Exit->get({nullptr, F});
-      if (After != Entry.get({nullptr, F}))
-        Facts[F] = joinFacts(Facts[F], After);
+      Facts[L] = joinFacts(Facts[L], After);
     }
   }
-  for (const FieldDecl *F : Members)
-    if (const ValueFacts &V = Facts[F]; !V.isEmpty())
-      Result.Members[F] = V;
+  for (const Location &L : Keys)
+    if (const ValueFacts &V = Facts[L]; !V.isUnknown() && !V.Empty)
+      Result.Members[L] = V;
   return Result;
 }
 

@@ -5,16 +5,20 @@
 // default initialisers), for the members that no other member function
 // assigns in a different way and that no code outside the class writes.
 //
+// A member that every constructor leaves default-constructed (an undefined
+// tensor, an empty holder) and that a member function sets (`init()`,
+// `setup()`) holds what that function sets: the code uses it after.
+//
 // A trainer that keeps `device_(torch::kCUDA)`, calls `model_->to(device_)`
 // in its constructor and trains in `fit_epoch()` gives `fit_epoch()` a model
 // and a device on CUDA at entry.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_ANALYSIS_CLASSSTATE_H
-#define TORCH_TIDY_ANALYSIS_CLASSSTATE_H
+#ifndef TORCH_TIDY_MODEL_CLASSSTATE_H
+#define TORCH_TIDY_MODEL_CLASSSTATE_H
 
-#include "TensorFacts.h"
+#include "State.h"
 #include "clang/AST/DeclCXX.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -23,9 +27,10 @@ namespace clang::tidy::torch {
 class ProgramModel;
 
 struct ClassState {
-  /// The facts of each member at entry to a member function other than a
-  /// constructor; a member that is not listed is unknown.
-  llvm::DenseMap<const FieldDecl *, ValueFacts> Members;
+  /// The facts of each member (and part of one: a container's elements, a
+  /// struct's fields) at entry to a member function other than a
+  /// constructor, as locations under `*this`; what is not listed is unknown.
+  llvm::DenseMap<Location, ValueFacts> Members;
 };
 
 /// Computes \p Class's state with the analyses and summaries of \p Program.
@@ -33,4 +38,4 @@ ClassState computeClassState(const CXXRecordDecl &Class, ProgramModel &Program);
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_ANALYSIS_CLASSSTATE_H
+#endif // TORCH_TIDY_MODEL_CLASSSTATE_H

@@ -1,8 +1,13 @@
 //===--- ProgramModel.cpp - torch-tidy ------------------------------------===//
+//
+// The model's registry, its call graph, and its analyses and summaries.
+// Entry contexts are in Contexts.cpp, the judging of requirements in
+// Judging.cpp, program-wide facts in ProgramFacts.cpp.
+//
+//===----------------------------------------------------------------------===//
 
 #include "ProgramModel.h"
-#include "SummaryBuilder.h"
-#include "TensorFlowAnalysis.h"
+#include "FlowAnalysis.h"
 #include "api/TorchMatchers.h"
 #include "model/UserCodeParents.h"
 #include "model/UserCodeTraversal.h"
@@ -16,61 +21,26 @@ namespace clang::tidy::torch {
 //===--- Sharing ----------------------------------------------------------===//
 
 namespace {
-
-/// One key per TU and configuration.
-std::string optionsKey(const TorchApiOptions &Opts) {
-  std::string Key;
-  for (const auto *List :
-       {&Opts.ExtraSyncFunctions, &Opts.ExtraFactories,
-        &Opts.ExtraPinnedAllocators, &Opts.ExtraBackwardFunctions,
-        &Opts.ExtraStepFunctions}) {
-    for (const std::string &N : *List)
-      Key += N + ",";
-    Key += ";";
-  }
-  return Key;
-}
-
 std::mutex RegistryMutex;
-std::map<std::pair<const ASTContext *, std::string>,
-         std::weak_ptr<ProgramModel>>
-    Registry;
-std::shared_ptr<const ExternalSummaries> CurrentExternal;
-
+std::map<const ASTContext *, std::weak_ptr<ProgramModel>> Registry;
 } // namespace
 
 std::shared_ptr<ProgramModel> ProgramModel::get(ASTContext &Ctx,
-                                                const TorchApiOptions &Opts) {
+                                                const ModelConfig &Config) {
   std::lock_guard<std::mutex> Lock(RegistryMutex);
-  // Models whose TU is over (every check dropped them) leave the registry.
+  // Models whose TU is over (every holder dropped them) leave the registry.
   for (auto It = Registry.begin(); It != Registry.end();)
     It = It->second.expired() ? Registry.erase(It) : std::next(It);
-  std::weak_ptr<ProgramModel> &Slot = Registry[{&Ctx, optionsKey(Opts)}];
+  std::weak_ptr<ProgramModel> &Slot = Registry[&Ctx];
   if (std::shared_ptr<ProgramModel> Existing = Slot.lock())
     return Existing;
-  auto Model = std::make_shared<ProgramModel>(Ctx, Opts);
-  Model->External = CurrentExternal;
-  // The TU's models with other options record into the same reads.
-  for (auto It = Registry.lower_bound({&Ctx, ""});
-       It != Registry.end() && It->first.first == &Ctx; ++It)
-    if (std::shared_ptr<ProgramModel> Other = It->second.lock()) {
-      Model->Reads = Other->Reads;
-      break;
-    }
-  if (!Model->Reads)
-    Model->Reads = std::make_shared<ExternalReads>();
+  auto Model = std::make_shared<ProgramModel>(Ctx, Config);
   Slot = Model;
   return Model;
 }
 
-void ProgramModel::setExternalSummaries(
-    std::shared_ptr<const ExternalSummaries> S) {
-  std::lock_guard<std::mutex> Lock(RegistryMutex);
-  CurrentExternal = std::move(S);
-}
-
-ProgramModel::ProgramModel(ASTContext &Ctx, const TorchApiOptions &Opts)
-    : Ctx(Ctx), Opts(Opts) {}
+ProgramModel::ProgramModel(ASTContext &Ctx, ModelConfig Config)
+    : Ctx(Ctx), Config(std::move(Config)) {}
 
 ProgramModel::~ProgramModel() = default;
 
@@ -120,7 +90,6 @@ private:
         return false;
     if (isa<CXXOperatorCallExpr>(Call) && Call->getNumArgs() > 0)
       return true;
-    // `obj.method(...)`: the object may hold other escapes.
     if (const auto *ME = dyn_cast<MemberExpr>(Call->getCallee()->IgnoreParens()))
       return TraverseStmt(ME->getBase());
     const Expr *Callee = Call->getCallee()->IgnoreParenImpCasts();
@@ -135,6 +104,121 @@ private:
   llvm::DenseMap<const FunctionDecl *, unsigned> &Out;
 };
 
+/// Every call and construction in the user code, with the function that
+/// runs: constructions through std::make_shared<T>, std::make_unique<T> and
+/// module holders count as calls of T's constructor, and a lambda handed to
+/// a library function (std::for_each, std::thread) counts as called there.
+class SiteCollector : public RecursiveASTVisitor<SiteCollector> {
+public:
+  SiteCollector(
+      llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 2>> &Out,
+      ProgramModel &Program)
+      : Out(Out), Program(Program) {}
+  bool shouldVisitTemplateInstantiations() const { return true; }
+  bool shouldVisitImplicitCode() const { return true; }
+
+  bool TraverseDecl(Decl *D) {
+    if (!D)
+      return true;
+    if (const auto *FD = dyn_cast<FunctionDecl>(D)) {
+      if (FD->isDependentContext() && !isa<CXXMethodDecl>(FD) &&
+          FD->getDescribedFunctionTemplate() &&
+          !FD->getDescribedFunctionTemplate()->specializations().empty())
+        return true;
+      const FunctionDecl *Saved = Caller;
+      Caller = FD->doesThisDeclarationHaveABody() ? FD : Caller;
+      bool R = RecursiveASTVisitor::TraverseDecl(D);
+      Caller = Saved;
+      return R;
+    }
+    if (const auto *RD = dyn_cast<CXXRecordDecl>(D);
+        RD && RD->isDependentContext() && !RD->isLambda())
+      return true;
+    return RecursiveASTVisitor::TraverseDecl(D);
+  }
+  bool TraverseLambdaExpr(LambdaExpr *L) {
+    // The lambda's body belongs to its call operator.
+    for (Expr *Init : L->capture_inits())
+      if (Init && !TraverseStmt(Init))
+        return false;
+    const FunctionDecl *Saved = Caller;
+    Caller = L->getCallOperator();
+    TraverseStmt(L->getBody());
+    Caller = Saved;
+    return true;
+  }
+  bool VisitCallExpr(CallExpr *Call) {
+    const FunctionDecl *FD = Call->getDirectCallee();
+    if (!FD)
+      return true;
+    if (FD->isInStdNamespace() && FD->getIdentifier() &&
+        (FD->getName() == "make_shared" || FD->getName() == "make_unique")) {
+      if (const CXXRecordDecl *RD = Call->getType()->getAsCXXRecordDecl())
+        if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD);
+            Spec && Spec->getTemplateArgs().size() >= 1 &&
+            Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
+          if (const CXXRecordDecl *Held =
+                  Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl())
+            addConstruction(*Held, Call->getNumArgs(), Call);
+      return true;
+    }
+    add(FD, Call);
+    if (isLibraryFunction(*FD))
+      for (const Expr *Arg : Call->arguments())
+        if (const auto *Lambda =
+                dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit()))
+          add(Lambda->getCallOperator(), Call);
+    return true;
+  }
+  bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+    const CXXConstructorDecl *Ctor = Construct->getConstructor();
+    add(Ctor, Construct);
+    // A TORCH_MODULE holder built from arguments builds its module.
+    if (isModuleHandleType(Construct->getType()) &&
+        !Ctor->isCopyOrMoveConstructor() && Construct->getNumArgs() > 0 &&
+        !Construct->getArg(0)->getType()->isNullPtrType())
+      if (const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+              Ctor->getParent()->getNumBases() == 1
+                  ? Ctor->getParent()->bases_begin()->getType()->getAsCXXRecordDecl()
+                  : nullptr))
+        if (Spec->getTemplateArgs().size() >= 1 &&
+            Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
+          if (const CXXRecordDecl *Impl =
+                  Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl())
+            addConstruction(*Impl, Construct->getNumArgs(), Construct);
+    return true;
+  }
+
+private:
+  void add(const FunctionDecl *Callee, const Expr *Call) {
+    if (!Callee || !Caller)
+      return;
+    if (isSystemHeaderDecl(*Callee, Program.context().getSourceManager()) &&
+        !isa<CXXConstructorDecl>(Callee))
+      return;
+    Out[Callee->getCanonicalDecl()].push_back({Call, Caller});
+  }
+  void addConstruction(const CXXRecordDecl &Class, unsigned Args,
+                       const Expr *Call) {
+    if (!Class.hasDefinition())
+      return;
+    const CXXConstructorDecl *Found = nullptr;
+    for (const CXXConstructorDecl *Ctor : Class.getDefinition()->ctors()) {
+      if (Ctor->isCopyOrMoveConstructor() || Ctor->isDeleted() ||
+          Args > Ctor->getNumParams() || Args < Ctor->getMinRequiredArguments())
+        continue;
+      if (Found)
+        return;
+      Found = Ctor;
+    }
+    add(Found, Call);
+  }
+
+  llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 2>> &Out;
+  ProgramModel &Program;
+  const FunctionDecl *Caller = nullptr;
+};
+
 } // namespace
 
 void ProgramModel::buildCallGraph() {
@@ -147,6 +231,9 @@ void ProgramModel::buildCallGraph() {
   ReferenceCounter Counter(NonCallReferences);
   for (Decl *D : UserDecls)
     Counter.TraverseDecl(D);
+  SiteCollector Collector(Sites, *this);
+  for (Decl *D : UserDecls)
+    Collector.TraverseDecl(D);
 
   // Every node is a root, so that the SCC walk sees functions that are
   // called only from others (static functions, instantiations).
@@ -158,43 +245,30 @@ void ProgramModel::buildCallGraph() {
   for (const auto &Entry : Graph)
     if (Entry.second.get() != Root && Entry.first)
       Nodes.push_back({Entry.first->getLocation(), Entry.second.get()});
-  // The graph's map is unordered: sort for deterministic call-site lists.
   llvm::stable_sort(Nodes, [](const auto &A, const auto &B) {
     return A.first.getRawEncoding() < B.first.getRawEncoding();
   });
-  for (const auto &[Loc, Node] : Nodes)
+  for (const auto &[Loc, Node] : Nodes) {
     if (!RootCallees.contains(Node))
       Root->addCallee({Node, nullptr});
-
+    if (const auto *FD = dyn_cast_or_null<FunctionDecl>(Node->getDecl()))
+      HasMain |= FD->isMain();
+  }
   for (auto SCC = llvm::scc_begin(&std::as_const(Graph)); !SCC.isAtEnd();
        ++SCC) {
     const std::vector<const CallGraphNode *> &Members = *SCC;
-    bool Cycle = Members.size() > 1 || SCC.hasCycle();
-    if (!Cycle)
+    if (Members.size() <= 1 && !SCC.hasCycle())
       continue;
     for (const CallGraphNode *N : Members)
       if (const auto *FD = dyn_cast_or_null<FunctionDecl>(N->getDecl()))
         Recursive.insert(FD->getCanonicalDecl());
   }
-
-  for (const auto &[Loc, Node] : Nodes) {
-    const auto *Caller = dyn_cast_or_null<FunctionDecl>(Node->getDecl());
-    if (!Caller)
-      continue;
-    if (Caller->isMain())
-      HasMain = true;
-    // A node is keyed by the canonical declaration; the calls are in the
-    // definition's body.
-    const FunctionDecl *Definition = definitionOf(*Caller);
-    for (const CallGraphNode::CallRecord &R : *Node) {
-      const auto *Callee =
-          dyn_cast_or_null<FunctionDecl>(R.Callee ? R.Callee->getDecl() : nullptr);
-      if (!Callee || !R.CallExpr)
-        continue;
-      Sites[Callee->getCanonicalDecl()].push_back(
-          {R.CallExpr, Definition ? Definition : Caller});
-    }
-  }
+  // Deterministic order of each function's call sites.
+  for (auto &Entry : Sites)
+    llvm::stable_sort(Entry.second, [](const CallSite &A, const CallSite &B) {
+      return A.Call->getBeginLoc().getRawEncoding() <
+             B.Call->getBeginLoc().getRawEncoding();
+    });
 }
 
 const CallGraph &ProgramModel::callGraph() {
@@ -210,8 +284,7 @@ llvm::ArrayRef<CallSite> ProgramModel::callSitesOf(const FunctionDecl &Callee) {
 
 bool ProgramModel::isAddressTaken(const FunctionDecl &F) {
   buildCallGraph();
-  const FunctionDecl *Canonical = F.getCanonicalDecl();
-  return NonCallReferences.lookup(Canonical) > 0;
+  return NonCallReferences.lookup(F.getCanonicalDecl()) > 0;
 }
 
 bool ProgramModel::isRecursive(const FunctionDecl &F) {
@@ -221,7 +294,7 @@ bool ProgramModel::isRecursive(const FunctionDecl &F) {
 
 bool ProgramModel::definesMain() {
   buildCallGraph();
-  return HasMain;
+  return HasMain || (Config.External && Config.External->definesMain());
 }
 
 //===--- Analyses ---------------------------------------------------------===//
@@ -271,55 +344,119 @@ bool ProgramModel::isAnalyzable(const FunctionDecl &Function) {
   return !Finder.Found;
 }
 
-TensorState ProgramModel::entryState(const FunctionDecl &Function) {
-  TensorState Entry;
-  for (const ParmVarDecl *P : Function.parameters()) {
-    QualType T = P->getType();
-    if (isTensorType(T.getNonReferenceType()) || isModuleHandleType(T))
-      Entry.set({P, nullptr}, ValueFacts::ofParameter(*P));
-  }
-  const auto *Method = dyn_cast<CXXMethodDecl>(&Function);
-  if (!Method || Method->isStatic() || isa<CXXConstructorDecl>(Method))
-    return Entry;
+/// The variables a lambda's call operator captures, or none.
+static llvm::SmallVector<const VarDecl *, 4>
+capturedVariables(const FunctionDecl &F) {
+  llvm::SmallVector<const VarDecl *, 4> Out;
+  const auto *Method = dyn_cast<CXXMethodDecl>(&F);
+  if (!Method || !Method->getParent()->isLambda())
+    return Out;
+  for (const LambdaCapture &C : Method->getParent()->captures())
+    if (C.capturesVariable())
+      if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
+        Out.push_back(VD);
+  return Out;
+}
+
+/// The class whose members `this` names in \p F (the enclosing method's,
+/// for a lambda that captures `this`); null for a free function.
+static const CXXRecordDecl *thisClass(const FunctionDecl &F) {
+  const auto *Method = dyn_cast<CXXMethodDecl>(&F);
+  if (!Method || Method->isStatic())
+    return nullptr;
   const CXXRecordDecl *Class = Method->getParent();
-  // A lambda that captures `this` sees the members of the method it is in.
   if (Class->isLambda()) {
     const auto *Enclosing =
         dyn_cast_or_null<CXXMethodDecl>(Class->getDeclContext());
-    if (!Enclosing || Enclosing->isStatic() || isa<CXXConstructorDecl>(Enclosing))
-      return Entry;
+    if (!Enclosing || Enclosing->isStatic())
+      return nullptr;
     Class = Enclosing->getParent();
   }
-  if (isBuilding(Class) || Class->isDependentContext())
+  return Class;
+}
+
+/// Whether a location of this type is worth a fact.
+static bool isTrackedType(QualType T) {
+  T = T.getNonReferenceType();
+  return isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
+         isTensorOptionsType(T) || T->isBooleanType() || T->isIntegerType();
+}
+
+/// "Whatever \p D held at entry": a device is the symbolic device it names.
+static ValueFacts entryValueOf(const ValueDecl &D) {
+  ValueFacts F = ValueFacts::atEntry(D);
+  if (isDeviceType(D.getType().getNonReferenceType())) {
+    F.Device = {DeviceValue::symbolic(&D), D.getLocation()};
+  }
+  return F;
+}
+
+State ProgramModel::parametricEntry(const FunctionDecl &Function) {
+  State Entry;
+  for (const ParmVarDecl *P : Function.parameters())
+    if (isTrackedType(P->getType()))
+      Entry.set(Location::local(P), entryValueOf(*P));
+  for (const VarDecl *V : capturedVariables(Function))
+    if (isTrackedType(V->getType()))
+      Entry.set(Location::local(V), entryValueOf(*V));
+  const CXXRecordDecl *Class = thisClass(Function);
+  if (!Class || isa<CXXConstructorDecl>(Function) || Class->isDependentContext())
     return Entry;
-  for (const auto &[Field, Facts] : classState(*Class).Members)
-    Entry.set({nullptr, Field}, Facts);
+  // A method's members start as the class state says, tagged as entry
+  // values so that a caller that knows better can say so.
+  if (!isBuilding(Class)) {
+    for (const auto &[Member, Facts] : classState(*Class).Members) {
+      ValueFacts F = Facts;
+      if (const FieldDecl *Field = Selector::fromRaw(Member.Path[0]).asField())
+        F.Device.Entry = F.Pin.Entry = F.Graph.Entry = F.Mode.Entry = Field;
+      Entry.set(Member, F);
+    }
+  }
+  for (const FieldDecl *Field : Class->fields())
+    if (isTrackedType(Field->getType()) && !Entry.lookup(Location::member(Field)))
+      Entry.set(Location::member(Field), entryValueOf(*Field));
   return Entry;
 }
 
-std::unique_ptr<TensorFlowAnalysis>
-ProgramModel::analyse(const FunctionDecl &Function, const TensorState *Entry) {
-  TensorState Start = Entry ? *Entry : entryState(Function);
-  return TensorFlowAnalysis::run(Function, *Function.getBody(), Ctx, Opts,
-                                 TensorFlowAnalysis::DefaultVisitsPerBlock,
-                                 this, &Start);
+std::unique_ptr<FlowAnalysis> ProgramModel::analyse(const FunctionDecl &Function,
+                                                    State Entry) {
+  return FlowAnalysis::run(Function, *this, std::move(Entry));
 }
 
-const TensorFlowAnalysis *ProgramModel::analysis(const FunctionDecl &Function) {
-  auto It = Analyses.find(&Function);
-  if (It == Analyses.end()) {
-    std::unique_ptr<TensorFlowAnalysis> A;
+const FlowAnalysis *
+ProgramModel::summaryAnalysis(const FunctionDecl &Function) {
+  auto It = SummaryAnalyses.find(&Function);
+  if (It == SummaryAnalyses.end()) {
+    std::unique_ptr<FlowAnalysis> A;
     if (isAnalyzable(Function)) {
       InProgress.insert(Function.getCanonicalDecl());
       ++Depth;
-      A = analyse(Function, nullptr);
+      A = analyse(Function, parametricEntry(Function));
       --Depth;
       InProgress.erase(Function.getCanonicalDecl());
     }
-    It = Analyses.try_emplace(&Function, std::move(A)).first;
+    It = SummaryAnalyses.try_emplace(&Function, std::move(A)).first;
   }
-  const TensorFlowAnalysis *A = It->second.get();
+  const FlowAnalysis *A = It->second.get();
   return A && A->converged() ? A : nullptr;
+}
+
+const FlowAnalysis *ProgramModel::analysis(const FunctionDecl &Function) {
+  auto It = ContextAnalyses.find(&Function);
+  if (It != ContextAnalyses.end()) {
+    const FlowAnalysis *A = It->second.get();
+    return A && A->converged() ? A : nullptr;
+  }
+  if (!isAnalyzable(Function))
+    return nullptr;
+  // Reserve the slot: a caller's analysis that asks for this function's
+  // context does not come back here.
+  ContextAnalyses.try_emplace(&Function, nullptr);
+  const EntryContext &Context = entryContext(Function);
+  std::unique_ptr<FlowAnalysis> A = analyse(Function, Context.Entry);
+  const FlowAnalysis *Result = A && A->converged() ? A.get() : nullptr;
+  ContextAnalyses[&Function] = std::move(A);
+  return Result;
 }
 
 //===--- Summaries --------------------------------------------------------===//
@@ -334,8 +471,6 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
     return It->second ? &*It->second : nullptr;
   if (InProgress.contains(Canonical) || Depth >= MaxSummaryDepth)
     return nullptr; // not cached: the outer computation decides
-  // A member function of a class whose state is being computed would be
-  // analysed without that state: not now (its constructors are needed).
   if (const auto *Method = dyn_cast<CXXMethodDecl>(Canonical);
       Method && !isa<CXXConstructorDecl>(Method) &&
       isBuilding(Method->getParent()))
@@ -343,12 +478,12 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
   std::optional<FunctionSummary> Result;
   if (const FunctionDecl *Definition = definitionOf(F)) {
     if (!isRecursive(F) && isAnalyzable(*Definition))
-      if (const TensorFlowAnalysis *A = analysis(*Definition))
-        Result = buildSummary(*Definition, *A, *this);
-  } else {
-    Reads->Summaries.insert(usrOf(F));
-    if (External)
-      Result = External->lookup(F, *this);
+      if (const FlowAnalysis *A = summaryAnalysis(*Definition))
+        Result = buildSummary(*Definition, *A);
+  } else if (!isSystemHeaderDecl(F, Ctx.getSourceManager())) {
+    Reads.Summaries.insert(usrOf(F));
+    if (Config.External)
+      Result = Config.External->lookup(F, *this);
   }
   auto &Slot = Summaries[Canonical];
   Slot = std::move(Result);
@@ -356,66 +491,39 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
 }
 
 const FunctionSummary *ProgramModel::summaryForCall(const Expr &E) {
-  const auto *Call = dyn_cast<CallExpr>(&E);
-  const FunctionDecl *Callee = Call ? Call->getDirectCallee() : nullptr;
+  const FunctionDecl *Callee = nullptr;
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(&E)) {
+    Callee = Construct->getConstructor();
+  } else if (const auto *Call = dyn_cast<CallExpr>(&E)) {
+    Callee = Call->getDirectCallee();
+    if (!Callee)
+      return nullptr;
+    if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
+        Method && Method->isVirtual()) {
+      const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
+      const auto *ME =
+          Member ? dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens())
+                 : nullptr;
+      const CXXMethodDecl *Target = nullptr;
+      if (ME && ME->hasQualifier())
+        Target = Method;
+      else if (ME)
+        Target = Method->getDevirtualizedMethod(ME->getBase(),
+                                                /*IsAppleKext=*/false);
+      if (!Target)
+        return nullptr;
+      Callee = Target;
+    }
+  }
   if (!Callee || isLibraryFunction(*Callee))
     return nullptr;
-  if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
-      Method && Method->isVirtual()) {
-    // Only a call whose target is certain: a qualified call, a final
-    // method, or an object whose dynamic type is its static type.
-    const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
-    const auto *ME =
-        Member ? dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens())
-               : nullptr;
-    const CXXMethodDecl *Target = nullptr;
-    if (ME && ME->hasQualifier())
-      Target = Method;
-    else if (ME)
-      Target = Method->getDevirtualizedMethod(ME->getBase(),
-                                              /*IsAppleKext=*/false);
-    if (!Target)
-      return nullptr;
-    Callee = Target;
-  }
+  if (const auto *Call = dyn_cast<CallExpr>(&E);
+      Call && callsClassUnderConstruction(*Call))
+    return nullptr;
   return summary(*Callee);
 }
 
-std::optional<EntryContext>
-ProgramModel::entryContext(const FunctionDecl &F) const {
-  std::string USR = usrOf(F);
-  Reads->Entries.insert(USR);
-  return External ? External->entry(USR) : std::nullopt;
-}
-
-const ClassState &ProgramModel::classState(const CXXRecordDecl &Class) {
-  const CXXRecordDecl *Key = Class.getCanonicalDecl();
-  auto It = Classes.find(Key);
-  if (It != Classes.end())
-    return *It->second;
-  static const ClassState Nothing;
-  if (isBuilding(Key))
-    return Nothing; // a cycle; not cached
-  Building.push_back(Key);
-  auto State = std::make_unique<ClassState>(computeClassState(Class, *this));
-  Building.pop_back();
-  return *Classes.try_emplace(Key, std::move(State)).first->second;
-}
-
-bool ProgramModel::isBuilding(const CXXRecordDecl *Class) const {
-  return Class && llvm::is_contained(Building, Class->getCanonicalDecl());
-}
-
-bool ProgramModel::callsClassUnderConstruction(const CallExpr &Call) const {
-  if (Building.empty())
-    return false;
-  const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call);
-  const CXXMethodDecl *Method = Member ? Member->getMethodDecl() : nullptr;
-  const Expr *Object = Member ? Member->getImplicitObjectArgument() : nullptr;
-  return Method && !Method->isStatic() && Object &&
-         isa<CXXThisExpr>(Object->IgnoreParenImpCasts()) &&
-         isBuilding(Method->getParent());
-}
+//===--- Names ------------------------------------------------------------===//
 
 namespace {
 /// The named declarations of the user code, by USR.
@@ -447,8 +555,6 @@ const NamedDecl *ProgramModel::declarationOf(llvm::StringRef USR) {
   }
   return DeclarationsByUSR->lookup(USR);
 }
-
-//===--- Paths ------------------------------------------------------------===//
 
 const CallStep *ProgramModel::step(SourceLocation Call, llvm::StringRef Callee,
                                    const CallStep *Next) {

@@ -2,32 +2,37 @@
 //
 // The interprocedural model of one translation unit, shared by every torch
 // check: one call graph of the user code (clang::CallGraph, template
-// instantiations and lambdas included), one analysis per function body, one
-// summary per function (FunctionSummary.h) and one entry state per class
-// (ClassState.h), all computed on demand and kept for the TU.
+// instantiations and lambdas included), and one mechanism that carries every
+// fact across calls in both directions:
+//  - bottom-up, a summary per function (Summary.h): what it returns, what it
+//    does to what its caller sees, and the requirements its callers must
+//    judge; computed from an analysis that starts from "whatever each entry
+//    value is";
+//  - top-down, an entry context per function (EntryContext): what every
+//    caller establishes (CUDA checked, autograd off, the facts of each
+//    parameter, member and global when the callers agree) and where some
+//    caller runs it (inside a loop, on every training step); the function
+//    is analysed again from it for reporting.
+// Both are memoised; a function in a cycle of the call graph, a virtual
+// call with several targets and a call through a pointer have no summary,
+// and their callees no context from them: unknown never warns. Functions
+// of other TUs get the facts an earlier audit exported (ExternalSummaries).
 //
-// Checks ask for it with ProgramModel::get() and drop it at the end of the
-// TU. Checks configured with the same options share one model.
-//
-// Summaries are computed bottom-up: analysing a function asks for the
-// summaries of the functions it calls, which are analysed first. A function
-// in a cycle of the call graph, a virtual call with an overrider that may
-// run, and a call through a pointer have no summary: every fact about them
-// is unknown, and unknown never warns. Functions defined in other TUs get
-// the summaries an earlier audit exported (ExternalSummaries), when the
-// driver provides them.
+// Checks ask for it with ProgramModel::get(); one model per TU.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_ANALYSIS_PROGRAMMODEL_H
-#define TORCH_TIDY_ANALYSIS_PROGRAMMODEL_H
+#ifndef TORCH_TIDY_MODEL_PROGRAMMODEL_H
+#define TORCH_TIDY_MODEL_PROGRAMMODEL_H
 
 #include "ClassState.h"
 #include "ExternalSummaries.h"
-#include "FunctionSummary.h"
+#include "Summary.h"
+#include "api/Devices.h"
 #include "api/TorchApi.h"
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/DeclCXX.h"
+#include "clang/AST/ParentMap.h"
 #include "clang/Analysis/CallGraph.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -39,7 +44,7 @@
 
 namespace clang::tidy::torch {
 
-class TensorFlowAnalysis;
+class FlowAnalysis;
 
 /// A call (or construction) of a function in the user code of the TU.
 struct CallSite {
@@ -49,100 +54,176 @@ struct CallSite {
   const FunctionDecl *Caller = nullptr;
 };
 
+/// What the classes of a module tell about a fresh instance.
+struct ModuleClassFacts {
+  /// A user-defined constructor moves the module (`to(...)` in its body).
+  bool ConstructorMoves = false;
+  /// No when the module provably has no parameters (a loss module).
+  Tri HasParameters = Tri::Unknown;
+  /// Yes when it holds a Dropout or BatchNorm layer; No when it provably
+  /// holds none.
+  Tri ModeLayers = Tri::Unknown;
+};
+
+enum class TrainingCall { Backward, Step, BackwardOrStep };
+
+/// What the callers of a function establish at its entry.
+struct EntryContext {
+  /// The entry state the function is analysed from for reporting: the
+  /// facts of its parameters, members, captured variables and globals that
+  /// every caller agrees on, and the path facts every caller establishes.
+  State Entry;
+  /// The function has no caller in the program: its entry is the program's
+  /// (main), or unknown.
+  bool Root = true;
+  /// The first call that does not check CUDA availability, for notes.
+  const Expr *UncheckedCall = nullptr;
+  /// A call made on every iteration of a training loop, and in a loop.
+  LoopContext Loop;
+  const Expr *LoopCall = nullptr;
+  /// The largest device count that some caller proves, and where.
+  int64_t CountAtLeast = 0;
+  const Expr *CountProof = nullptr;
+};
+
+/// How the checks configure the model: module-wide, so that one TU has one
+/// model whatever checks run.
+struct ModelConfig {
+  TorchApiOptions Api;
+  /// Facts of other TUs (`torch.Summaries`, or the driver's audit).
+  std::shared_ptr<const ExternalSummaries> External;
+};
+
 class ProgramModel {
 public:
-  /// The model of \p Ctx's TU for checks configured with \p Opts; built on
-  /// first use and freed when the last check drops it.
+  /// The model of \p Ctx's TU, built on first use and freed when the last
+  /// holder drops it. \p Config applies when the model is created.
   static std::shared_ptr<ProgramModel> get(ASTContext &Ctx,
-                                           const TorchApiOptions &Opts);
+                                           const ModelConfig &Config);
 
-  /// Summaries of functions defined in other TUs, for every model created
-  /// after the call (the driver's --summaries and --audit). Thread-safe.
-  static void setExternalSummaries(std::shared_ptr<const ExternalSummaries> S);
-
-  ProgramModel(ASTContext &Ctx, const TorchApiOptions &Opts);
+  ProgramModel(ASTContext &Ctx, ModelConfig Config);
   ~ProgramModel();
   ProgramModel(const ProgramModel &) = delete;
   ProgramModel &operator=(const ProgramModel &) = delete;
 
   ASTContext &context() const { return Ctx; }
-  const TorchApiOptions &options() const { return Opts; }
+  const TorchApiOptions &options() const { return Config.Api; }
 
   //===--- Analyses ------------------------------------------------------===//
 
-  /// The converged analysis of \p Function's body (a function, an
-  /// instantiation or a lambda's call operator); null when it has no body in
-  /// user code, no CFG, or the analysis stopped at its cap.
-  const TensorFlowAnalysis *analysis(const FunctionDecl &Function);
-
+  /// The analysis of \p Function from its callers' context, for reporting;
+  /// null when it has no body in user code, no CFG, or did not converge.
+  const FlowAnalysis *analysis(const FunctionDecl &Function);
+  /// The analysis from "whatever each entry value is", for its summary.
+  const FlowAnalysis *summaryAnalysis(const FunctionDecl &Function);
   /// Whether the flow-sensitive checks report in \p Function: user code, a
   /// template instantiation, or a template pattern that has none and
   /// depends on no template parameter in its body.
   bool isAnalyzable(const FunctionDecl &Function);
+  /// A fresh analysis of \p Function from \p Entry, not kept.
+  std::unique_ptr<FlowAnalysis> analyse(const FunctionDecl &Function,
+                                        State Entry);
 
   //===--- Call graph ----------------------------------------------------===//
 
   const CallGraph &callGraph();
-  /// Every call of \p Callee (any redeclaration) in the user code of the TU.
+  /// Every call of \p Callee (any redeclaration) in the user code of the TU,
+  /// constructions through std::make_shared and module holders included.
   llvm::ArrayRef<CallSite> callSitesOf(const FunctionDecl &Callee);
-  /// Whether the user code refers to \p F other than by calling it (its
-  /// address is taken): then calls the analysis cannot see may exist.
+  /// Whether the user code refers to \p F other than by calling it.
   bool isAddressTaken(const FunctionDecl &F);
-  /// Whether \p F is in a cycle of the call graph.
   bool isRecursive(const FunctionDecl &F);
-  /// Whether the TU defines `main`: its other functions are then the
-  /// program's own and are called from it.
+  /// Whether the program defines `main`: its other functions are then
+  /// reached from it or not at all.
   bool definesMain();
 
-  //===--- Summaries -----------------------------------------------------===//
+  //===--- Summaries and contexts ------------------------------------------===//
 
-  /// The summary of the function \p Call calls, or null when nothing is
-  /// known about it (see above). \p Call is a CallExpr or CXXConstructExpr.
+  /// The summary of the function \p Call runs (a CallExpr or
+  /// CXXConstructExpr), or null when nothing is known about it.
   const FunctionSummary *summaryForCall(const Expr &Call);
-  /// The summary of \p F itself (its definition, or an external one).
   const FunctionSummary *summary(const FunctionDecl &F);
-  /// What the whole program (an earlier audit) knows at \p F's entry.
-  std::optional<EntryContext> entryContext(const FunctionDecl &F) const;
-  /// The external facts asked for so far by the models of this TU, with
-  /// any options.
-  const ExternalReads &externalReads() const { return *Reads; }
+  /// What the callers of \p F establish at its entry.
+  const EntryContext &entryContext(const FunctionDecl &F);
+  /// The external facts asked for so far.
+  const ExternalReads &externalReads() const { return Reads; }
+
+  //===--- Program-wide facts ----------------------------------------------===//
+
   /// The members' facts at entry to a member function of \p Class.
   const ClassState &classState(const CXXRecordDecl &Class);
-
-  /// Whether \p Call calls a method, on `*this`, of a class whose state is
-  /// being computed: such calls are left out then (ClassState.cpp checks
-  /// each member function's own writes).
-  bool callsClassUnderConstruction(const CallExpr &Call) const;
+  /// What a global holds wherever it is read: its initialiser joined with
+  /// every write in the program.
+  ValueFacts globalFacts(const VarDecl &Global);
+  const ModuleClassFacts &moduleClassFacts(QualType ModuleType);
   /// Members that code writes through an object other than `*this`.
   const llvm::DenseSet<const FieldDecl *> &foreignWrittenMembers();
-  /// A fresh analysis of \p Function from \p Entry (its entry state when
-  /// null), not kept.
-  std::unique_ptr<TensorFlowAnalysis> analyse(const FunctionDecl &Function,
-                                              const TensorState *Entry);
+  /// Whether a method of \p Class is being analysed to compute its state.
+  bool isBuilding(const CXXRecordDecl *Class) const;
+  bool callsClassUnderConstruction(const CallExpr &Call) const;
+  /// The path facts after a global's initialiser has run (CUDA selected in
+  /// it, unchecked, before main).
+  PathFacts initializerPath(const VarDecl &Global);
 
-  /// The user-code declaration with USR \p USR (a member, a function, a
-  /// variable), or null.
+  /// The graph sources (Facts.h) that a backward() reaches anywhere in the
+  /// TU.
+  const llvm::DenseSet<const Stmt *> &graphsBackpropagated();
+  /// The graph sources whose graphs \p F hands back to its caller: in the
+  /// value it returns.
+  const llvm::DenseSet<const Stmt *> &graphsReturnedBy(const FunctionDecl &F);
+  /// The graph sources whose graphs \p F lets outlive it: in a member, a
+  /// global, a reference parameter or its returned value, or handed to an
+  /// opaque call.
+  const llvm::DenseSet<const Stmt *> &graphsKeptBy(const FunctionDecl &F);
+  /// The largest device count any comparison of the TU proves, and the
+  /// comparison.
+  std::pair<int64_t, const Expr *> largestCountProven();
+
+  //===--- Vocabulary through summaries -------------------------------------===//
+
+  /// Whether \p Call itself runs \p What: it is such a call, or it calls a
+  /// user function whose summary proves one.
+  bool callTrains(const CallExpr &Call, TrainingCall What);
+  /// Whether \p Call may run a backward pass or a step: it trains, or it is
+  /// an opaque call that receives a tensor.
+  bool mayTrain(const CallExpr &Call);
+  /// How \p Literal (in the body or initialisers of \p Owner, a function,
+  /// or in a global's initialiser) is consumed.
+  DeviceLiteralUse deviceLiteralUse(const Expr &Literal, const Decl &Owner);
+
+  //===--- Requirements ----------------------------------------------------===//
+
+  /// The requirements found violated in \p Owner (a function, or a global's
+  /// initialiser), judged in its callers' context: its own statements, and
+  /// the obligations of its callees at its calls.
+  const std::vector<Violation> &violations(const Decl &Owner);
+  /// The analysis of a global's initialiser, as it runs before main.
+  const FlowAnalysis *initializerAnalysis(const VarDecl &Global);
+
+  //===--- Names -----------------------------------------------------------===//
+
+  /// The user-code declaration with USR \p USR, or null.
   const NamedDecl *declarationOf(llvm::StringRef USR);
-
-  //===--- Paths of notes --------------------------------------------------===//
-
   /// An interned step; equal steps are the same pointer.
   const CallStep *step(SourceLocation Call, llvm::StringRef Callee,
                        const CallStep *Next);
   /// How notes name a callee: "'render()'".
   std::string calleeName(const FunctionDecl &F) const;
+  /// A copy of \p S that lives as long as the model.
+  llvm::StringRef intern(llvm::StringRef S) { return Strings.save(S); }
 
 private:
   void buildCallGraph();
   const FunctionDecl *definitionOf(const FunctionDecl &F) const;
-  TensorState entryState(const FunctionDecl &Function);
-  bool isBuilding(const CXXRecordDecl *Class) const;
+  State parametricEntry(const FunctionDecl &Function);
+  EntryContext computeEntryContext(const FunctionDecl &F);
+  FunctionSummary buildSummary(const FunctionDecl &F, const FlowAnalysis &A);
+  void judge(const FlowAnalysis &A, bool Lift, std::vector<Violation> *Found,
+             std::vector<Obligation> *Lifted);
 
   ASTContext &Ctx;
-  TorchApiOptions Opts;
-  std::shared_ptr<const ExternalSummaries> External;
-  /// Shared by the models of the TU (get()).
-  std::shared_ptr<ExternalReads> Reads;
+  ModelConfig Config;
+  ExternalReads Reads;
 
   bool GraphBuilt = false;
   CallGraph Graph;
@@ -151,18 +232,28 @@ private:
   llvm::DenseSet<const FunctionDecl *> Recursive;
   bool HasMain = false;
 
-  llvm::DenseMap<const FunctionDecl *, std::unique_ptr<TensorFlowAnalysis>>
-      Analyses;
+  llvm::DenseMap<const FunctionDecl *, std::unique_ptr<FlowAnalysis>>
+      SummaryAnalyses, ContextAnalyses;
   llvm::DenseMap<const FunctionDecl *, std::optional<FunctionSummary>>
       Summaries;
   llvm::DenseSet<const FunctionDecl *> InProgress;
   unsigned Depth = 0;
+  llvm::DenseMap<const FunctionDecl *, std::unique_ptr<EntryContext>> Contexts;
+  llvm::DenseSet<const FunctionDecl *> ContextsInProgress;
+  llvm::DenseMap<const Decl *, std::vector<Violation>> Violations;
+  llvm::DenseMap<const VarDecl *, std::unique_ptr<FlowAnalysis>> Initializers;
   llvm::DenseMap<const CXXRecordDecl *, std::unique_ptr<ClassState>> Classes;
-  /// The classes whose state is being computed, innermost last.
   llvm::SmallVector<const CXXRecordDecl *, 2> Building;
+  llvm::DenseMap<const VarDecl *, std::optional<ValueFacts>> Globals;
+  llvm::DenseMap<const Type *, ModuleClassFacts> ModuleClasses;
   std::optional<llvm::StringMap<const NamedDecl *>> DeclarationsByUSR;
   bool ForeignWritesFound = false;
   llvm::DenseSet<const FieldDecl *> ForeignWrites;
+  llvm::DenseMap<const Decl *, std::unique_ptr<ParentMap>> ParentMaps;
+  std::optional<llvm::DenseSet<const Stmt *>> Backpropagated;
+  llvm::DenseMap<const FunctionDecl *, llvm::DenseSet<const Stmt *>> Returned,
+      Kept;
+  std::optional<std::pair<int64_t, const Expr *>> LargestCount;
 
   llvm::BumpPtrAllocator Arena;
   llvm::UniqueStringSaver Strings{Arena};
@@ -173,4 +264,4 @@ private:
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_ANALYSIS_PROGRAMMODEL_H
+#endif // TORCH_TIDY_MODEL_PROGRAMMODEL_H

@@ -2,16 +2,17 @@
 //
 // What one TU tells an audit about itself: the summaries of the externally
 // visible functions its main file defines; at each call of an externally
-// visible user function, whether the call runs only where CUDA is available
-// and with autograd off (ExternalSummaries::finishEntries combines the calls
-// of all TUs); and which facts of other TUs its checks asked for.
+// visible user function, the facts the call hands over (its path facts,
+// where it runs, the values of the callee's entry), in the caller's terms
+// (ExternalSummaries::finishEntries resolves them over the whole program);
+// and which facts of other TUs its checks asked for.
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaAvailabilityGuard.h"
 #include "ExternalSummaries.h"
+#include "FactsJson.h"
+#include "FlowAnalysis.h"
 #include "ProgramModel.h"
-#include "model/GradMode.h"
 #include "clang/Basic/SourceManager.h"
 
 namespace clang::tidy::torch {
@@ -36,6 +37,18 @@ static llvm::json::Array sorted(const llvm::StringSet<> &Set) {
   return Out;
 }
 
+/// The entry values of \p Callee that a call hands over.
+static llvm::SmallVector<const ValueDecl *, 8>
+handedOver(const FunctionDecl &Callee) {
+  llvm::SmallVector<const ValueDecl *, 8> Out(Callee.parameters().begin(),
+                                              Callee.parameters().end());
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(&Callee);
+      Method && !Method->isStatic() && !isa<CXXConstructorDecl>(Method))
+    for (const FieldDecl *Field : Method->getParent()->fields())
+      Out.push_back(Field);
+  return Out;
+}
+
 llvm::json::Object exportTranslationUnit(ProgramModel &Program) {
   // What the checks asked for, before the export's own questions below:
   // they shape no finding.
@@ -57,8 +70,11 @@ llvm::json::Object exportTranslationUnit(ProgramModel &Program) {
 
   llvm::json::Object Summaries;
   llvm::json::Array AddressTaken;
+  std::string Main;
   for (const FunctionDecl *FD : Functions) {
     const FunctionDecl *Definition = nullptr;
+    if (FD->isMain() && FD->hasBody())
+      Main = usrOf(*FD);
     if (!isExported(*FD))
       continue;
     if (Program.isAddressTaken(*FD))
@@ -69,35 +85,57 @@ llvm::json::Object exportTranslationUnit(ProgramModel &Program) {
     if (const FunctionSummary *S = Program.summary(*Definition)) {
       std::string USR = usrOf(*FD);
       if (!USR.empty())
-        Summaries[USR] = serializeSummary(*Definition, *S, SM);
+        Summaries[USR] = FactWriter(SM, Definition).summary(*S);
     }
   }
 
-  CudaAvailabilityGuard Guard(Ctx, CudaGuardOptions(), &Program);
-  GradModeOracle GradMode(Program, {});
   llvm::json::Array Calls;
   for (const FunctionDecl *Callee : Functions) {
     if (!isExported(*Callee))
       continue;
     std::string CalleeUSR = usrOf(*Callee);
+    FactWriter InCallee(SM, Callee);
     for (const CallSite &Site : Program.callSitesOf(*Callee)) {
       if (!Site.Caller)
         continue;
       const auto *Method = dyn_cast<CXXMethodDecl>(Site.Caller);
       bool InLambda = Method && Method->getParent()->isLambda();
+      // A lambda's facts are its own TU's: they go out resolved.
+      const FlowAnalysis *A = InLambda ? Program.analysis(*Site.Caller)
+                                       : Program.summaryAnalysis(*Site.Caller);
+      if (!A)
+        continue;
+      std::optional<State> Before = A->stateBefore(*Site.Call);
+      if (!Before)
+        continue;
+      const FlowModel &M = A->model();
+      ResolvedCall Call = M.resolve(*Site.Call);
+      FactWriter InCaller(SM, Site.Caller);
+      llvm::json::Array Values;
+      for (const ValueDecl *D : handedOver(*Callee)) {
+        ValueFacts V = M.entryValueAt(*D, Call, *Before);
+        if (V.isUnknown())
+          continue;
+        Values.push_back(llvm::json::Object{{"entry", InCallee.entry(D)},
+                                            {"facts", InCaller.facts(V)}});
+      }
       Calls.push_back(llvm::json::Object{
           {"callee", CalleeUSR},
           {"caller", InLambda ? "" : usrOf(*Site.Caller)},
-          {"cudaGuarded",
-           !InLambda && Guard.isGuardedCall(*Site.Call, *Site.Caller)},
-          {"gradDisabled", GradMode.at(*Site.Call) == GradModeAt::Disabled}});
+          {"path", InCaller.pathFacts(Before->path())},
+          {"loop", InCaller.loop(A->loopContext(*Site.Call))},
+          {"values", std::move(Values)}});
     }
   }
-  return llvm::json::Object{{"version", SummaryFormatVersion},
-                            {"functions", std::move(Summaries)},
-                            {"calls", std::move(Calls)},
-                            {"addressTaken", std::move(AddressTaken)},
-                            {"reads", std::move(Reads)}};
+  llvm::json::Object Out{{"version", SummaryFormatVersion},
+                         {"definesMain", !Main.empty()},
+                         {"functions", std::move(Summaries)},
+                         {"calls", std::move(Calls)},
+                         {"addressTaken", std::move(AddressTaken)},
+                         {"reads", std::move(Reads)}};
+  if (!Main.empty())
+    Out["main"] = Main;
+  return Out;
 }
 
 } // namespace clang::tidy::torch

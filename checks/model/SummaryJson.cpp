@@ -1,34 +1,31 @@
 //===--- SummaryJson.cpp - torch-tidy -------------------------------------===//
 //
-// The exported summaries, version 1:
+// The exported facts, version 2:
 //
-//   {"version": 1,
-//    "functions": {USR: {"name", "known", "return": FACTS, "effects": [...],
-//                        "requirements": [...], "backward": LOC, "step": LOC,
-//                        "maySynchronize", "mayRunOpaqueBackward"}},
-//    "calls": [{"callee": USR, "caller": USR, "cudaGuarded", "gradDisabled"}],
-//    "addressTaken": [USR],
-//    "reads": {"summaries": [USR], "entries": [USR]},
-//    "entries": {USR: {"cudaGuarded", "gradDisabled"}}}
+//   {"version": 2, "main": USR?,
+//    "functions": {USR: SUMMARY},            (FactsJson.h)
+//    "calls": [{"callee": USR, "caller": USR, "path": PATH, "loop": LOOP,
+//               "values": [{"entry": ENTRY, "facts": FACTS}]}],
+//    "addressTaken": [USR], "reads": {"summaries": [USR], "entries": [USR]},
+//    "entries": {USR: {"path": PATH, "loop": LOOP, "count": N,
+//                      "values": [{"entry": ENTRY, "facts": FACTS}]}}}
 //
-// FACTS = {"device": {"kind", "ordinal", "param", "holder", "origin", "via"},
-//          "pin": {...}, "graph": {...}, "zeroDim"}; a place is
-// {"file", "line", "column"}; "via" lists the calls outermost first. A
-// parameter is named by its index; a symbolic device's holder by its USR
-// (a holder that the reading TU does not declare makes the device unknown).
+// A call's facts are its caller's, in the caller's terms: a fact that is the
+// caller's own entry value (its "entry" names the caller's parameter) is
+// resolved through the caller's entry, over the whole program.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ExternalSummaries.h"
+#include "FactsJson.h"
 #include "ProgramModel.h"
-#include "clang/AST/RecursiveASTVisitor.h"
-#include "clang/Basic/SourceManager.h"
 #include "clang/Index/USRGeneration.h"
-#include "model/UserCodeTraversal.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace clang::tidy::torch {
 
@@ -39,344 +36,7 @@ std::string usrOf(const Decl &D) {
   return std::string(Buf);
 }
 
-//===--- Writing ----------------------------------------------------------===//
-
-namespace {
-
-class Writer {
-public:
-  Writer(const FunctionDecl &F, const SourceManager &SM) : F(F), SM(SM) {}
-
-  llvm::json::Value place(SourceLocation Loc) const {
-    if (Loc.isInvalid())
-      return nullptr;
-    PresumedLoc P = SM.getPresumedLoc(SM.getExpansionLoc(Loc));
-    if (P.isInvalid())
-      return nullptr;
-    // Relative to the compile command's directory, which the TU's file
-    // system has as its working directory.
-    llvm::SmallString<256> Path(P.getFilename());
-    SM.getFileManager().makeAbsolutePath(Path);
-    llvm::sys::path::remove_dots(Path, /*remove_dot_dot=*/true);
-    return llvm::json::Object{{"file", std::string(Path)},
-                              {"line", int64_t(P.getLine())},
-                              {"column", int64_t(P.getColumn())}};
-  }
-
-  llvm::json::Array path(const CallStep *Via) const {
-    llvm::json::Array Out;
-    for (const CallStep *S = Via; S; S = S->Next) {
-      llvm::json::Value Where = place(S->Call);
-      if (auto *O = Where.getAsObject())
-        (*O)["callee"] = S->Callee.str();
-      Out.push_back(std::move(Where));
-    }
-    return Out;
-  }
-
-  std::optional<int64_t> paramIndex(const ParmVarDecl *P) const {
-    if (!P)
-      return std::nullopt;
-    return int64_t(P->getFunctionScopeIndex());
-  }
-
-  template <typename T>
-  void common(llvm::json::Object &O, const Sourced<T> &S) const {
-    if (std::optional<int64_t> I = paramIndex(S.Param))
-      O["param"] = *I;
-    O["origin"] = place(S.Origin);
-    if (S.Via)
-      O["via"] = path(S.Via);
-  }
-
-  llvm::json::Object device(const Sourced<DeviceValue> &D) const {
-    llvm::json::Object O;
-    const DeviceValue &V = D.Value;
-    switch (V.kind()) {
-    case DeviceValue::Kind::Unknown:
-      O["kind"] = "unknown";
-      break;
-    case DeviceValue::Kind::CPU:
-      O["kind"] = "cpu";
-      break;
-    case DeviceValue::Kind::CUDA:
-      O["kind"] = "cuda";
-      O["ordinal"] = int64_t(V.ordinal());
-      break;
-    case DeviceValue::Kind::Other:
-      O["kind"] = "other";
-      break;
-    case DeviceValue::Kind::Symbolic:
-      if (const auto *P = dyn_cast<ParmVarDecl>(V.holder());
-          P && P->getDeclContext() == &F) {
-        O["kind"] = "symbolic-param";
-        O["holderParam"] = int64_t(P->getFunctionScopeIndex());
-      } else {
-        O["kind"] = "symbolic";
-        O["holder"] = usrOf(*V.holder());
-      }
-      break;
-    }
-    common(O, D);
-    return O;
-  }
-
-  template <typename T>
-  llvm::json::Object state(const Sourced<T> &S, llvm::StringRef Name) const {
-    llvm::json::Object O{{"value", Name}};
-    common(O, S);
-    return O;
-  }
-
-  llvm::json::Object facts(const ValueFacts &V) const {
-    static const char *Pins[] = {"unknown", "pinned", "pageable"};
-    static const char *Graphs[] = {"unknown", "graph", "no-graph"};
-    return llvm::json::Object{
-        {"device", device(V.Device)},
-        {"pin", state(V.Pin, Pins[unsigned(V.Pin.Value)])},
-        {"graph", state(V.Graph, Graphs[unsigned(V.Graph.Value)])},
-        {"zeroDim", V.MayBeZeroDim}};
-  }
-
-  llvm::json::Object operand(const RequiredOperand &Op) const {
-    return llvm::json::Object{{"device", device(Op.Device)},
-                              {"name", Op.Name},
-                              {"zeroDim", Op.MayBeZeroDim}};
-  }
-
-  llvm::json::Object summary(const FunctionSummary &S) const {
-    llvm::json::Array Effects, Requirements;
-    for (const SummaryEffect &E : S.Effects) {
-      llvm::json::Object O{{"exit", facts(E.Exit)}};
-      if (E.Param)
-        O["param"] = int64_t(E.Param->getFunctionScopeIndex());
-      else
-        O["field"] = E.Field->getName().str();
-      Effects.push_back(std::move(O));
-    }
-    for (const Requirement &R : S.Requirements) {
-      llvm::json::Object O{
-          {"kind", R.Kind == Requirement::SameDevice ? "same-device"
-                                                      : "pinned-source"},
-          {"first", operand(R.First)},
-          {"second", operand(R.Second)},
-          {"what", R.What},
-          {"module", R.IsModuleCall},
-          {"zeroDimCPU", R.AllowsZeroDimCPU},
-          {"at", place(R.At)}};
-      if (std::optional<int64_t> I = paramIndex(R.Source))
-        O["source"] = *I;
-      if (R.Via)
-        O["via"] = path(R.Via);
-      Requirements.push_back(std::move(O));
-    }
-    return llvm::json::Object{{"name", F.getQualifiedNameAsString()},
-                              {"known", S.Known},
-                              {"return", facts(S.Return)},
-                              {"effects", std::move(Effects)},
-                              {"requirements", std::move(Requirements)},
-                              {"backward", place(S.Backward)},
-                              {"step", place(S.Step)},
-                              {"maySynchronize", S.MaySynchronize},
-                              {"mayRunOpaqueBackward", S.MayRunOpaqueBackward}};
-  }
-
-private:
-  const FunctionDecl &F;
-  const SourceManager &SM;
-};
-
-//===--- Reading ----------------------------------------------------------===//
-
-/// Rebuilds a summary against the reading TU's declaration of the callee.
-class Reader {
-public:
-  Reader(const FunctionDecl &F, ProgramModel &Program)
-      : F(F), Program(Program), Ctx(Program.context()) {}
-
-  SourceLocation place(const llvm::json::Value *V) const {
-    const llvm::json::Object *O = V ? V->getAsObject() : nullptr;
-    if (!O)
-      return {};
-    std::optional<llvm::StringRef> File = O->getString("file");
-    std::optional<int64_t> Line = O->getInteger("line");
-    std::optional<int64_t> Column = O->getInteger("column");
-    if (!File || !Line || !Column || *Line <= 0 || *Column <= 0)
-      return {};
-    SourceManager &SM = Ctx.getSourceManager();
-    llvm::Expected<FileEntryRef> Entry =
-        SM.getFileManager().getFileRef(*File);
-    if (!Entry) {
-      llvm::consumeError(Entry.takeError());
-      return {};
-    }
-    FileID FID = SM.getOrCreateFileID(*Entry, SrcMgr::C_User);
-    return SM.translateLineCol(FID, unsigned(*Line), unsigned(*Column));
-  }
-
-  const CallStep *path(const llvm::json::Array *Steps) const {
-    if (!Steps)
-      return nullptr;
-    const CallStep *Next = nullptr;
-    for (size_t I = Steps->size(); I-- > 0;) {
-      const llvm::json::Value &Step = (*Steps)[I];
-      const llvm::json::Object *O = Step.getAsObject();
-      std::optional<llvm::StringRef> Callee =
-          O ? O->getString("callee") : std::nullopt;
-      Next = Program.step(place(&Step), Callee ? *Callee : "a function", Next);
-    }
-    return Next;
-  }
-
-  const ParmVarDecl *param(std::optional<int64_t> I) const {
-    if (!I || *I < 0 || unsigned(*I) >= F.getNumParams())
-      return nullptr;
-    return F.getParamDecl(unsigned(*I));
-  }
-
-  template <typename T>
-  void common(Sourced<T> &S, const llvm::json::Object &O) const {
-    S.Param = param(O.getInteger("param"));
-    S.Origin = place(O.get("origin"));
-    S.Via = path(O.getArray("via"));
-  }
-
-  Sourced<DeviceValue> device(const llvm::json::Object *O) const {
-    Sourced<DeviceValue> D;
-    if (!O)
-      return D;
-    llvm::StringRef Kind = O->getString("kind").value_or("unknown");
-    if (Kind == "cpu")
-      D.Value = DeviceValue::cpu();
-    else if (Kind == "cuda")
-      D.Value = DeviceValue::cuda(int(O->getInteger("ordinal").value_or(-1)));
-    else if (Kind == "other")
-      D.Value = DeviceValue::other();
-    else if (Kind == "symbolic-param") {
-      if (const ParmVarDecl *P = param(O->getInteger("holderParam")))
-        D.Value = DeviceValue::symbolic(P);
-    } else if (Kind == "symbolic") {
-      if (const NamedDecl *Holder =
-              Program.declarationOf(O->getString("holder").value_or("")))
-        D.Value = DeviceValue::symbolic(Holder);
-    }
-    common(D, *O);
-    // A fact this TU cannot name is unknown, and has no origin to show.
-    if (!D.Value.isKnown() && !D.Param)
-      return {};
-    return D;
-  }
-
-  template <typename T>
-  Sourced<T> state(const llvm::json::Object *O,
-                   llvm::ArrayRef<llvm::StringRef> Names) const {
-    Sourced<T> S;
-    if (!O)
-      return S;
-    llvm::StringRef V = O->getString("value").value_or("unknown");
-    for (size_t I = 0; I < Names.size(); ++I)
-      if (Names[I] == V)
-        S.Value = T(I);
-    common(S, *O);
-    if (S.Value == T() && !S.Param)
-      return {};
-    return S;
-  }
-
-  ValueFacts facts(const llvm::json::Object *O) const {
-    ValueFacts V;
-    if (!O)
-      return V;
-    V.Device = device(O->getObject("device"));
-    V.Pin = state<Pinning>(O->getObject("pin"),
-                           {"unknown", "pinned", "pageable"});
-    V.Graph = state<GraphState>(O->getObject("graph"),
-                                {"unknown", "graph", "no-graph"});
-    V.MayBeZeroDim = O->getBoolean("zeroDim").value_or(true);
-    return V;
-  }
-
-  RequiredOperand operand(const llvm::json::Object *O) const {
-    RequiredOperand R;
-    if (!O)
-      return R;
-    R.Device = device(O->getObject("device"));
-    R.Name = O->getString("name").value_or("operand").str();
-    R.MayBeZeroDim = O->getBoolean("zeroDim").value_or(true);
-    return R;
-  }
-
-  std::optional<FunctionSummary> summary(const llvm::json::Object &O) const {
-    if (!O.getBoolean("known").value_or(false))
-      return std::nullopt;
-    FunctionSummary S;
-    S.Known = true;
-    S.Return = facts(O.getObject("return"));
-    const auto *Method = dyn_cast<CXXMethodDecl>(&F);
-    if (const llvm::json::Array *Effects = O.getArray("effects"))
-      for (const llvm::json::Value &V : *Effects) {
-        const llvm::json::Object *E = V.getAsObject();
-        if (!E)
-          continue;
-        SummaryEffect Effect;
-        Effect.Exit = facts(E->getObject("exit"));
-        if (std::optional<int64_t> I = E->getInteger("param")) {
-          Effect.Param = param(I);
-          if (!Effect.Param)
-            continue;
-        } else if (std::optional<llvm::StringRef> Name =
-                       E->getString("field")) {
-          if (!Method)
-            continue;
-          for (const FieldDecl *Field : Method->getParent()->fields())
-            if (Field->getName() == *Name)
-              Effect.Field = Field;
-          if (!Effect.Field)
-            continue;
-        }
-        S.Effects.push_back(std::move(Effect));
-      }
-    if (const llvm::json::Array *Requirements = O.getArray("requirements"))
-      for (const llvm::json::Value &V : *Requirements) {
-        const llvm::json::Object *R = V.getAsObject();
-        if (!R)
-          continue;
-        Requirement Req;
-        Req.Kind = R->getString("kind") == "pinned-source"
-                       ? Requirement::PinnedSource
-                       : Requirement::SameDevice;
-        Req.First = operand(R->getObject("first"));
-        Req.Second = operand(R->getObject("second"));
-        Req.What = R->getString("what").value_or("").str();
-        Req.IsModuleCall = R->getBoolean("module").value_or(false);
-        Req.AllowsZeroDimCPU = R->getBoolean("zeroDimCPU").value_or(true);
-        Req.Source = param(R->getInteger("source"));
-        Req.At = place(R->get("at"));
-        Req.Via = path(R->getArray("via"));
-        if (Req.Kind == Requirement::PinnedSource && !Req.Source)
-          continue;
-        S.Requirements.push_back(std::move(Req));
-      }
-    S.Backward = place(O.get("backward"));
-    S.Step = place(O.get("step"));
-    // A backward the reading TU cannot locate still runs.
-    if (S.Backward.isInvalid() && O.getObject("backward"))
-      S.MayRunOpaqueBackward = true;
-    S.MaySynchronize = O.getBoolean("maySynchronize").value_or(true);
-    S.MayRunOpaqueBackward |=
-        O.getBoolean("mayRunOpaqueBackward").value_or(true);
-    return S;
-  }
-
-private:
-  const FunctionDecl &F;
-  ProgramModel &Program;
-  ASTContext &Ctx;
-};
-
-} // namespace
-
-//===--- ExternalSummaries ------------------------------------------------===//
+//===--- Merging ------------------------------------------------------------===//
 
 llvm::Error ExternalSummaries::merge(const llvm::json::Object &Document) {
   std::optional<int64_t> Version = Document.getInteger("version");
@@ -397,9 +57,9 @@ llvm::Error ExternalSummaries::merge(const llvm::json::Object &Document) {
   if (const llvm::json::Object *Es = Document.getObject("entries"))
     for (const auto &[USR, V] : *Es)
       if (const llvm::json::Object *O = V.getAsObject())
-        Entries.try_emplace(USR.str(),
-                            EntryContext{O->getBoolean("cudaGuarded").value_or(false),
-                                         O->getBoolean("gradDisabled").value_or(false)});
+        Entries.try_emplace(USR.str(), *O);
+  HasMain |= Document.getBoolean("definesMain").value_or(false) ||
+             Document.getString("main").has_value();
   return llvm::Error::success();
 }
 
@@ -409,54 +69,249 @@ llvm::Error ExternalSummaries::addExport(const llvm::json::Object &Export) {
   if (const llvm::json::Array *Cs = Export.getArray("calls"))
     for (const llvm::json::Value &V : *Cs)
       if (const llvm::json::Object *O = V.getAsObject())
-        Calls.push_back({O->getString("callee").value_or("").str(),
-                         O->getString("caller").value_or("").str(),
-                         O->getBoolean("cudaGuarded").value_or(false),
-                         O->getBoolean("gradDisabled").value_or(false)});
+        Calls.push_back(*O);
   if (const llvm::json::Array *As = Export.getArray("addressTaken"))
     for (const llvm::json::Value &V : *As)
       if (std::optional<llvm::StringRef> U = V.getAsString())
         AddressTaken.insert(*U);
+  if (std::optional<llvm::StringRef> Main = Export.getString("main"))
+    MainUSR = Main->str();
   return llvm::Error::success();
 }
 
+//===--- The program's entries ---------------------------------------------===//
+
+namespace {
+
+/// One fact field ("device", "pin", ...) of a FACTS object, joined over
+/// paths: equal values stay, others are dropped.
+void joinFactObjects(llvm::json::Object &Into, const llvm::json::Object &From) {
+  llvm::SmallVector<std::string, 8> Drop;
+  for (const auto &[Key, Value] : Into) {
+    const llvm::json::Value *Other = From.get(Key);
+    if (!Other) {
+      Drop.push_back(Key.str());
+      continue;
+    }
+    // Sourced facts are equal when their value and entry are; their origin
+    // may differ.
+    const llvm::json::Object *A = Value.getAsObject();
+    const llvm::json::Object *B = Other->getAsObject();
+    if (A && B && A->get("value") && B->get("value")) {
+      const llvm::json::Value *EA = A->get("entry"), *EB = B->get("entry");
+      bool SameEntry = (!EA && !EB) || (EA && EB && *EA == *EB);
+      if (*A->get("value") == *B->get("value") && SameEntry)
+        continue;
+    } else if (A && B && A->get("kind") && B->get("kind")) {
+      const llvm::json::Value *EA = A->get("entry"), *EB = B->get("entry");
+      bool SameEntry = (!EA && !EB) || (EA && EB && *EA == *EB);
+      if (*A->get("kind") == *B->get("kind") &&
+          A->get("ordinal") == B->get("ordinal") &&
+          (!A->get("holder") || *A->get("holder") == *B->get("holder")) &&
+          SameEntry)
+        continue;
+    } else if (Value == *Other) {
+      continue;
+    }
+    Drop.push_back(Key.str());
+  }
+  for (const std::string &K : Drop)
+    Into.erase(K);
+}
+
+/// \p Facts with every field that is its caller's entry value replaced by
+/// what \p CallerValues (the caller's entry values) say of it.
+llvm::json::Object resolveFacts(const llvm::json::Object &Facts,
+                                const llvm::json::Array *CallerValues) {
+  llvm::json::Object Out;
+  for (const auto &[Key, Value] : Facts) {
+    const llvm::json::Object *Field = Value.getAsObject();
+    const llvm::json::Value *Entry = Field ? Field->get("entry") : nullptr;
+    if (!Entry) {
+      Out[Key] = Value;
+      continue;
+    }
+    if (!CallerValues)
+      continue;
+    for (const llvm::json::Value &V : *CallerValues) {
+      const llvm::json::Object *O = V.getAsObject();
+      if (!O || !O->get("entry") || !(*O->get("entry") == *Entry))
+        continue;
+      if (const llvm::json::Object *Known = O->getObject("facts"))
+        if (const llvm::json::Value *Same = Known->get(Key)) {
+          llvm::json::Object Copy = *Same->getAsObject();
+          Copy.erase("entry");
+          Out[Key] = std::move(Copy);
+        }
+    }
+  }
+  return Out;
+}
+
+} // namespace
+
 void ExternalSummaries::finishEntries() {
-  // Start from "every called function is guarded" and take back what a
-  // call proves otherwise, until nothing changes.
   for (const auto &USR : Conflicting)
     Functions.erase(USR.getKey());
-  llvm::StringMap<EntryContext> Next;
-  for (const Call &C : Calls)
-    if (!C.Callee.empty() && !AddressTaken.contains(C.Callee) &&
-        !Conflicting.contains(C.Callee))
-      Next[C.Callee] = {true, true};
-  for (const Call &C : Calls)
-    if (AddressTaken.contains(C.Callee))
-      Next.erase(C.Callee);
-  for (bool Changed = true; Changed;) {
-    Changed = false;
-    for (const Call &C : Calls) {
-      auto It = Next.find(C.Callee);
-      if (It == Next.end())
-        continue;
-      auto Caller = Next.find(C.Caller);
-      bool CallerCuda = Caller != Next.end() && Caller->second.CudaGuarded;
-      bool CallerGrad = Caller != Next.end() && Caller->second.GradDisabled;
-      EntryContext &E = It->second;
-      if (E.CudaGuarded && !C.CudaGuarded && !CallerCuda) {
-        E.CudaGuarded = false;
-        Changed = true;
+  // The calls of each function, and each function's callers.
+  llvm::StringMap<std::vector<const llvm::json::Object *>> CallsOf;
+  for (const llvm::json::Object &C : Calls) {
+    llvm::StringRef Callee = C.getString("callee").value_or("");
+    if (!Callee.empty() && !AddressTaken.contains(Callee) &&
+        !Conflicting.contains(Callee))
+      CallsOf[Callee].push_back(&C);
+  }
+  // The program starts in main, or, without one, in every function that no
+  // one calls.
+  auto StartOf = [&](llvm::StringRef Caller) -> std::optional<PathFacts> {
+    if (CallsOf.count(Caller))
+      return std::nullopt;
+    PathFacts P;
+    P.Grad = GradMode::Enabled;
+    if (!HasMain || Caller == MainUSR || Caller.empty())
+      P.Cuda = CudaGuard::Unguarded;
+    return P;
+  };
+
+  struct Entry {
+    PathFacts Path;
+    LoopContext Loop;
+    llvm::json::Array Values;
+    int64_t Count = 0;
+    llvm::json::Object LoopJSON;
+  };
+  // Must-facts start at the top (every call checked), may-facts at the
+  // bottom, values at "nothing seen yet"; rounds until nothing changes.
+  llvm::StringMap<Entry> Next;
+  for (const auto &C : CallsOf) {
+    Entry &E = Next[C.getKey()];
+    E.Path.Cuda = CudaGuard::Checked;
+    E.Path.Grad = GradMode::Entry;
+  }
+  for (unsigned Round = 0; Round < 32; ++Round) {
+    bool Changed = false;
+    for (auto &Item : Next) {
+      llvm::StringRef Callee = Item.getKey();
+      Entry Joined;
+      bool First = true;
+      int64_t Count = 0;
+      bool Training = false, InLoop = false;
+      llvm::json::Object LoopJSON;
+      for (const llvm::json::Object *C : CallsOf[Callee]) {
+        llvm::StringRef Caller = C->getString("caller").value_or("");
+        const llvm::json::Object *Path = C->getObject("path");
+        PathFacts Here;
+        Here.Cuda = CudaGuard::Entry;
+        Here.Grad = GradMode::Entry;
+        if (Path) {
+          llvm::StringRef Cuda = Path->getString("cuda").value_or("entry");
+          Here.Cuda = Cuda == "checked"     ? CudaGuard::Checked
+                      : Cuda == "unguarded" ? CudaGuard::Unguarded
+                                            : CudaGuard::Entry;
+          llvm::StringRef Grad = Path->getString("grad").value_or("entry");
+          Here.Grad = Grad == "enabled"    ? GradMode::Enabled
+                      : Grad == "disabled" ? GradMode::Disabled
+                      : Grad == "unknown"  ? GradMode::Unknown
+                                           : GradMode::Entry;
+          Here.CountAtLeast = Path->getInteger("count").value_or(0);
+        }
+        const llvm::json::Array *CallerValues = nullptr;
+        PathFacts CallerPath;
+        bool CallerTraining = false, CallerInLoop = false;
+        if (auto It = Next.find(Caller); It != Next.end()) {
+          CallerPath = It->second.Path;
+          CallerValues = &It->second.Values;
+          CallerTraining = It->second.LoopJSON.get("training");
+          CallerInLoop = It->second.LoopJSON.get("loop");
+          Count = std::max(Count, It->second.Count);
+        } else if (std::optional<PathFacts> Start = StartOf(Caller)) {
+          CallerPath = *Start;
+        } else {
+          continue;
+        }
+        if (Here.Cuda == CudaGuard::Entry)
+          Here.Cuda = CallerPath.Cuda;
+        if (Here.Grad == GradMode::Entry)
+          Here.Grad = CallerPath.Grad;
+        Count = std::max(Count, Here.CountAtLeast);
+        const llvm::json::Object *Loop = C->getObject("loop");
+        bool EveryCall = Loop && Loop->getBoolean("everyCall").value_or(false);
+        if ((Loop && Loop->get("training")) || (EveryCall && CallerTraining)) {
+          Training = true;
+          if (Loop && Loop->get("training"))
+            LoopJSON = *Loop;
+        }
+        InLoop |= (Loop && Loop->get("loop")) || CallerInLoop;
+        llvm::json::Array Values;
+        if (const llvm::json::Array *Vs = C->getArray("values"))
+          for (const llvm::json::Value &V : *Vs)
+            if (const llvm::json::Object *O = V.getAsObject())
+              if (const llvm::json::Object *F = O->getObject("facts"))
+                Values.push_back(llvm::json::Object{
+                    {"entry", O->get("entry") ? *O->get("entry") : nullptr},
+                    {"facts", resolveFacts(*F, CallerValues)}});
+        if (First) {
+          Joined.Path = Here;
+          Joined.Values = std::move(Values);
+          First = false;
+          continue;
+        }
+        Joined.Path.Cuda = std::min(Joined.Path.Cuda, Here.Cuda);
+        if (Joined.Path.Grad != Here.Grad)
+          Joined.Path.Grad = GradMode::Unknown;
+        // Values: what every call agrees on.
+        llvm::json::Array Kept;
+        for (llvm::json::Value &Mine : Joined.Values)
+          for (const llvm::json::Value &Theirs : Values) {
+            llvm::json::Object *A = Mine.getAsObject();
+            const llvm::json::Object *B = Theirs.getAsObject();
+            if (A && B && A->get("entry") && B->get("entry") &&
+                *A->get("entry") == *B->get("entry")) {
+              llvm::json::Object Facts = *A->getObject("facts");
+              joinFactObjects(Facts, *B->getObject("facts"));
+              Kept.push_back(llvm::json::Object{{"entry", *A->get("entry")},
+                                                {"facts", std::move(Facts)}});
+            }
+          }
+        Joined.Values = std::move(Kept);
       }
-      if (E.GradDisabled && !C.GradDisabled && !CallerGrad) {
-        E.GradDisabled = false;
+      if (First)
+        continue; // no call counted yet
+      if (Training && !LoopJSON.get("training"))
+        LoopJSON["training"] = llvm::json::Object{};
+      if (InLoop && !LoopJSON.get("loop"))
+        LoopJSON["loop"] = llvm::json::Object{};
+      Entry &E = Item.second;
+      if (E.Path.Cuda != Joined.Path.Cuda || E.Path.Grad != Joined.Path.Grad ||
+          E.Count != Count || !(E.Values == Joined.Values) ||
+          !(E.LoopJSON == LoopJSON)) {
+        E.Path.Cuda = Joined.Path.Cuda;
+        E.Path.Grad = Joined.Path.Grad;
+        E.Count = Count;
+        E.Values = std::move(Joined.Values);
+        E.LoopJSON = std::move(LoopJSON);
         Changed = true;
       }
     }
+    if (!Changed)
+      break;
   }
-  for (auto &E : Next)
-    if (E.second.CudaGuarded || E.second.GradDisabled)
-      Entries[E.getKey()] = E.second;
+  static constexpr const char *CudaName[] = {"unguarded", "entry", "checked"};
+  static constexpr const char *GradName[] = {"entry", "enabled", "disabled",
+                                             "unknown"};
+  for (auto &Item : Next) {
+    const Entry &E = Item.second;
+    Entries[Item.getKey()] = llvm::json::Object{
+        {"path", llvm::json::Object{{"cuda", CudaName[unsigned(E.Path.Cuda)]},
+                                    {"grad", GradName[unsigned(E.Path.Grad)]},
+                                    {"count", int64_t(0)}}},
+        {"count", E.Count},
+        {"loop", llvm::json::Object(E.LoopJSON)},
+        {"values", llvm::json::Array(E.Values)}};
+  }
 }
+
+//===--- Files --------------------------------------------------------------===//
 
 llvm::Expected<std::shared_ptr<ExternalSummaries>>
 ExternalSummaries::parse(llvm::StringRef Text) {
@@ -497,23 +352,50 @@ ExternalSummaries::load(llvm::StringRef Path) {
 std::optional<FunctionSummary>
 ExternalSummaries::lookup(const FunctionDecl &F, ProgramModel &Program) const {
   auto It = Functions.find(usrOf(F));
-  if (It == Functions.end())
+  if (It == Functions.end() || Conflicting.contains(It->getKey()))
     return std::nullopt;
-  return Reader(F, Program).summary(It->second);
+  return FactReader(Program, &F).summary(It->second);
 }
 
-std::optional<EntryContext> ExternalSummaries::entry(llvm::StringRef USR) const {
+std::optional<EntryContext> ExternalSummaries::entry(llvm::StringRef USR,
+                                                     const FunctionDecl &F,
+                                                     ProgramModel &Program) const {
   auto It = Entries.find(USR);
   if (It == Entries.end())
     return std::nullopt;
-  return It->second;
+  const llvm::json::Object &O = It->second;
+  FactReader Reader(Program, &F);
+  EntryContext C;
+  C.Root = false;
+  C.Entry.path() = Reader.pathFacts(O.getObject("path"));
+  C.Loop = Reader.loop(O.getObject("loop"));
+  C.CountAtLeast = O.getInteger("count").value_or(0);
+  if (const llvm::json::Array *Values = O.getArray("values"))
+    for (const llvm::json::Value &V : *Values) {
+      const llvm::json::Object *Item = V.getAsObject();
+      if (!Item)
+        continue;
+      const ValueDecl *D = Reader.entry(Item->get("entry"));
+      if (!D)
+        continue;
+      ValueFacts Facts = Reader.facts(Item->getObject("facts"));
+      Facts.Device.Entry = Facts.Pin.Entry = Facts.Graph.Entry =
+          Facts.Mode.Entry = D;
+      Location L = isa<FieldDecl>(D) ? Location::member(cast<FieldDecl>(D))
+                   : cast<VarDecl>(D)->hasGlobalStorage() && !isa<ParmVarDecl>(D)
+                       ? Location::global(D)
+                       : Location::local(D);
+      C.Entry.set(L, Facts);
+    }
+  return C;
 }
 
 llvm::json::Object ExternalSummaries::toJSON() const {
   // Sorted, so that the file is the same bytes however it was merged.
   std::vector<llvm::StringRef> Names;
   for (const auto &F : Functions)
-    Names.push_back(F.getKey());
+    if (!Conflicting.contains(F.getKey()))
+      Names.push_back(F.getKey());
   llvm::sort(Names);
   llvm::json::Object Fs, Es;
   for (llvm::StringRef N : Names)
@@ -522,17 +404,17 @@ llvm::json::Object ExternalSummaries::toJSON() const {
   for (const auto &E : Entries)
     Names.push_back(E.getKey());
   llvm::sort(Names);
-  for (llvm::StringRef N : Names) {
-    const EntryContext &E = Entries.find(N)->second;
-    Es[N] = llvm::json::Object{{"cudaGuarded", E.CudaGuarded},
-                               {"gradDisabled", E.GradDisabled}};
-  }
-  return llvm::json::Object{{"version", SummaryFormatVersion},
-                            {"functions", std::move(Fs)},
-                            {"entries", std::move(Es)}};
+  for (llvm::StringRef N : Names)
+    Es[N] = llvm::json::Object(Entries.find(N)->second);
+  llvm::json::Object Out{{"version", SummaryFormatVersion},
+                         {"definesMain", HasMain},
+                         {"functions", std::move(Fs)},
+                         {"entries", std::move(Es)}};
+  return Out;
 }
 
-std::string ExternalSummaries::digestOf(llvm::ArrayRef<std::string> USRs) const {
+std::string
+ExternalSummaries::digestOf(llvm::ArrayRef<std::string> USRs) const {
   llvm::SHA256 Hash;
   for (const std::string &U : USRs) {
     Hash.update(U);
@@ -543,17 +425,11 @@ std::string ExternalSummaries::digestOf(llvm::ArrayRef<std::string> USRs) const 
                       .str());
     auto E = Entries.find(U);
     if (E != Entries.end())
-      Hash.update(llvm::formatv("{0}{1}", E->second.CudaGuarded,
-                                E->second.GradDisabled)
+      Hash.update(llvm::formatv("{0}", llvm::json::Value(
+                                           llvm::json::Object(E->second)))
                       .str());
   }
   return llvm::toHex(Hash.result(), /*LowerCase=*/true);
-}
-
-llvm::json::Object serializeSummary(const FunctionDecl &F,
-                                    const FunctionSummary &S,
-                                    const SourceManager &SM) {
-  return Writer(F, SM).summary(S);
 }
 
 } // namespace clang::tidy::torch

@@ -1,38 +1,22 @@
-//===--- CudaDeviceLiterals.cpp - torch-tidy ------------------------------===//
+//===--- Devices.cpp - torch-tidy -----------------------------------------===//
 
-#include "CudaDeviceLiterals.h"
-#include "CudaAvailabilityGuard.h"
-#include "api/TorchMatchers.h"
+#include "Devices.h"
+#include "TorchMatchers.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
 
 namespace clang::tidy::torch {
 
-namespace cuda_guard {
-
-static std::string qualifiedName(const NamedDecl &D) {
-  return D.getQualifiedNameAsString();
+static bool isRecordNamed(const CXXRecordDecl *RD, llvm::StringRef Name) {
+  return RD && RD->getQualifiedNameAsString() == Name;
 }
 
-const CXXRecordDecl *recordOf(QualType T) {
+static const CXXRecordDecl *recordOf(QualType T) {
   if (T.isNull())
     return nullptr;
   return T.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
 }
 
-static bool isRecordNamed(const CXXRecordDecl *RD, llvm::StringRef Name) {
-  return RD && RD->getQualifiedNameAsString() == Name;
-}
-
-bool isDeviceRecord(const CXXRecordDecl *RD) {
-  return isRecordNamed(RD, "c10::Device");
-}
-bool isTensorOptionsRecord(const CXXRecordDecl *RD) {
-  return isRecordNamed(RD, "c10::TensorOptions");
-}
-bool isTensorRecord(const CXXRecordDecl *RD) {
-  return isRecordNamed(RD, "at::Tensor") || isRecordNamed(RD, "at::TensorBase");
-}
 static bool isStdStringRecord(const CXXRecordDecl *RD) {
   if (!RD)
     return false;
@@ -40,6 +24,7 @@ static bool isStdStringRecord(const CXXRecordDecl *RD) {
   return N == "std::basic_string" || N == "std::__cxx11::basic_string" ||
          N == "std::basic_string_view" || N == "c10::basic_string_view";
 }
+
 /// `c10::optional<c10::Device>` / `std::optional<c10::Device>`.
 static bool isOptionalDeviceRecord(const CXXRecordDecl *RD) {
   const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(RD);
@@ -47,39 +32,12 @@ static bool isOptionalDeviceRecord(const CXXRecordDecl *RD) {
     return false;
   const TemplateArgumentList &Args = Spec->getTemplateArgs();
   return Args.size() == 1 && Args[0].getKind() == TemplateArgument::Type &&
-         isDeviceRecord(recordOf(Args[0].getAsType()));
+         isRecordNamed(recordOf(Args[0].getAsType()), "c10::Device");
 }
+
 static bool isDeviceCarrier(const CXXRecordDecl *RD) {
-  return isDeviceRecord(RD) || isTensorOptionsRecord(RD) ||
-         isOptionalDeviceRecord(RD);
-}
-
-static bool inTorchNamespace(const FunctionDecl &FD) {
-  std::string N = qualifiedName(FD);
-  llvm::StringRef S(N);
-  return S.starts_with("c10::") || S.starts_with("at::") ||
-         S.starts_with("torch::");
-}
-
-/// Functions that take a device, possibly through a forwarding template
-/// (`TensorOptions::device(Args&&...)`), so that a DeviceType argument is
-/// itself the selection.
-static bool isDeviceTakingFunction(const FunctionDecl &FD) {
-  if (!FD.getDeclName().isIdentifier())
-    return false;
-  llvm::StringRef Name = FD.getName();
-  return (Name == "to" || Name == "device" || Name == "set_device") &&
-         inTorchNamespace(FD);
-}
-
-bool nameIn(const FunctionDecl &FD, const std::vector<std::string> &Names) {
-  if (Names.empty())
-    return false;
-  std::string N = qualifiedName(FD);
-  for (const std::string &Want : Names)
-    if (N == Want)
-      return true;
-  return false;
+  return isRecordNamed(RD, "c10::Device") ||
+         isRecordNamed(RD, "c10::TensorOptions") || isOptionalDeviceRecord(RD);
 }
 
 const Expr *stripToDeviceLiteral(const Expr *E) {
@@ -105,10 +63,6 @@ const Expr *stripToDeviceLiteral(const Expr *E) {
   }
   return E;
 }
-
-} // namespace cuda_guard
-
-using namespace cuda_guard;
 
 DeviceLiteralKind classifyDeviceLiteral(const Expr &E) {
   const Expr *X = E.IgnoreParenImpCasts();
@@ -156,9 +110,82 @@ DeviceLiteralKind classifyDeviceLiteral(const Expr &E) {
   return DeviceLiteralKind::None;
 }
 
+static bool isTensorMethodCall(const Expr &E, llvm::StringRef Name) {
+  const auto *MC = dyn_cast<CXXMemberCallExpr>(&E);
+  if (!MC)
+    return false;
+  const CXXMethodDecl *MD = MC->getMethodDecl();
+  return MD && MD->getDeclName().isIdentifier() && MD->getName() == Name &&
+         (isRecordNamed(MD->getParent(), "at::Tensor") ||
+          isRecordNamed(MD->getParent(), "at::TensorBase"));
+}
+
+bool isTensorCudaCall(const Expr &E) { return isTensorMethodCall(E, "cuda"); }
+bool isTensorCpuCall(const Expr &E) { return isTensorMethodCall(E, "cpu"); }
+
+bool isAvailabilityQuery(const FunctionDecl &FD, const TorchApiOptions &Opts) {
+  static const llvm::StringRef Names[] = {
+      "torch::cuda::is_available",
+      "torch::cuda::cudnn_is_available",
+      "at::cuda::is_available",
+      "at::hasCUDA",
+      "at::Context::hasCUDA",
+      "at::globalContext",
+  };
+  if (!FD.getDeclName().isIdentifier())
+    return false;
+  std::string Q = FD.getQualifiedNameAsString();
+  for (llvm::StringRef N : Names)
+    if (Q == N && N != "at::globalContext")
+      return true;
+  return matchesNameList(FD, Opts.GuardFunctions);
+}
+
+bool isDeviceCountFunction(const FunctionDecl &FD,
+                           const TorchApiOptions &Opts) {
+  if (!FD.getDeclName().isIdentifier())
+    return false;
+  std::string Q = FD.getQualifiedNameAsString();
+  for (llvm::StringRef N : deviceCountFunctionNames()) {
+    N.consume_front("::");
+    if (Q == N)
+      return true;
+  }
+  return matchesNameList(FD, Opts.ExtraDeviceCountFunctions);
+}
+
+const Expr *deviceCountOutArgument(const CallExpr &Call) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || !FD->getIdentifier() || FD->getName() != "cudaGetDeviceCount" ||
+      Call.getNumArgs() != 1)
+    return nullptr;
+  const auto *UO = dyn_cast<UnaryOperator>(Call.getArg(0)->IgnoreParenImpCasts());
+  if (!UO || UO->getOpcode() != UO_AddrOf)
+    return nullptr;
+  return UO->getSubExpr();
+}
+
+static bool inTorchNamespace(const FunctionDecl &FD) {
+  std::string N = FD.getQualifiedNameAsString();
+  llvm::StringRef S(N);
+  return S.starts_with("c10::") || S.starts_with("at::") ||
+         S.starts_with("torch::");
+}
+
+/// Functions that take a device, possibly through a forwarding template
+/// (`TensorOptions::device(Args&&...)`), so that a DeviceType argument is
+/// itself the selection.
+static bool isDeviceTakingFunction(const FunctionDecl &FD) {
+  if (!FD.getDeclName().isIdentifier())
+    return false;
+  llvm::StringRef Name = FD.getName();
+  return (Name == "to" || Name == "device" || Name == "set_device") &&
+         inTorchNamespace(FD);
+}
+
 DeviceLiteralUse classifyDeviceLiteralUse(const Expr &Literal,
                                           const ParentMap &PM,
-                                          const CudaGuardOptions &Opts) {
+                                          const TorchApiOptions &Opts) {
   // The Device / TensorOptions the literal has been converted to so far.
   const CXXRecordDecl *Built = nullptr;
   const auto Result = [&] {
@@ -191,7 +218,7 @@ DeviceLiteralUse classifyDeviceLiteralUse(const Expr &Literal,
     if (const auto *CE = dyn_cast<CXXConstructExpr>(Parent)) {
       const CXXRecordDecl *RD = CE->getConstructor()->getParent();
       if (isDeviceCarrier(RD)) {
-        if (!Built || !isDeviceRecord(RD))
+        if (!Built || !isRecordNamed(RD, "c10::Device"))
           Built = RD;
         Child = Parent;
         continue;
@@ -207,7 +234,7 @@ DeviceLiteralUse classifyDeviceLiteralUse(const Expr &Literal,
         if (Op->isComparisonOp())
           return DeviceLiteralUse::Other;
       const FunctionDecl *FD = Call->getDirectCallee();
-      if (FD && nameIn(*FD, Opts.DeviceSelectorFunctions))
+      if (FD && isDeviceSelector(*FD, Opts))
         return DeviceLiteralUse::SelectorArgument;
       if (Built)
         return DeviceLiteralUse::Selection;
@@ -218,8 +245,9 @@ DeviceLiteralUse classifyDeviceLiteralUse(const Expr &Literal,
     if (isa<MemberExpr>(Parent)) {
       // A method called on the object: `TensorOptions(kCUDA).dtype(...)`
       // still selects; `Device(kCUDA).str()` does not.
-      return isTensorOptionsRecord(Built) ? DeviceLiteralUse::Selection
-                                          : DeviceLiteralUse::Other;
+      return isRecordNamed(Built, "c10::TensorOptions")
+                 ? DeviceLiteralUse::Selection
+                 : DeviceLiteralUse::Other;
     }
     if (const auto *BO = dyn_cast<BinaryOperator>(Parent))
       if (BO->isComparisonOp())
@@ -229,16 +257,8 @@ DeviceLiteralUse classifyDeviceLiteralUse(const Expr &Literal,
   return Result();
 }
 
-static bool isTensorMethodCall(const Expr &E, llvm::StringRef Name) {
-  const auto *MC = dyn_cast<CXXMemberCallExpr>(&E);
-  if (!MC)
-    return false;
-  const CXXMethodDecl *MD = MC->getMethodDecl();
-  return MD && MD->getDeclName().isIdentifier() && MD->getName() == Name &&
-         isTensorRecord(MD->getParent());
+bool isDeviceSelector(const FunctionDecl &FD, const TorchApiOptions &Opts) {
+  return matchesNameList(FD, Opts.DeviceSelectorFunctions);
 }
-
-bool isTensorCudaCall(const Expr &E) { return isTensorMethodCall(E, "cuda"); }
-bool isTensorCpuCall(const Expr &E) { return isTensorMethodCall(E, "cpu"); }
 
 } // namespace clang::tidy::torch

@@ -1,0 +1,94 @@
+//===--- StdLibrary.cpp - torch-tidy --------------------------------------===//
+
+#include "StdLibrary.h"
+#include "clang/AST/DeclTemplate.h"
+#include "clang/AST/ExprCXX.h"
+#include "llvm/ADT/StringSwitch.h"
+
+namespace clang::tidy::torch {
+
+bool isStdClass(const CXXRecordDecl *RD, llvm::StringRef Name) {
+  return RD && RD->isInStdNamespace() && RD->getIdentifier() &&
+         RD->getName() == Name;
+}
+
+static bool isContainerName(llvm::StringRef N) {
+  return llvm::StringSwitch<bool>(N)
+      .Cases("vector", "deque", "array", "list", "forward_list", true)
+      .Cases("map", "unordered_map", "multimap", "unordered_multimap", true)
+      .Cases("set", "unordered_set", "queue", "stack", true)
+      .Default(false);
+}
+
+const CXXRecordDecl *containerRecord(QualType T) {
+  if (T.isNull())
+    return nullptr;
+  T = T.getNonReferenceType().getCanonicalType();
+  const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+  if (!RD || !RD->isInStdNamespace() || !RD->getIdentifier() ||
+      !isContainerName(RD->getName()))
+    return nullptr;
+  return RD;
+}
+
+bool isMapContainer(const CXXRecordDecl *RD) {
+  return RD && RD->getIdentifier() &&
+         (RD->getName() == "map" || RD->getName() == "unordered_map" ||
+          RD->getName() == "multimap" || RD->getName() == "unordered_multimap");
+}
+
+bool isTupleLike(QualType T) {
+  if (T.isNull())
+    return false;
+  const CXXRecordDecl *RD =
+      T.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+  return isStdClass(RD, "pair") || isStdClass(RD, "tuple");
+}
+
+const Expr *iteratedContainer(const Expr &Init) {
+  const Expr *E = Init.IgnoreImplicit();
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+      Construct && Construct->getNumArgs() == 1)
+    E = Construct->getArg(0)->IgnoreImplicit();
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E)) {
+    const CXXMethodDecl *MD = Member->getMethodDecl();
+    if (!MD || !MD->getIdentifier() ||
+        !containerRecord(MD->getThisType()->getPointeeType()))
+      return nullptr;
+    llvm::StringRef N = MD->getName();
+    if (N == "begin" || N == "cbegin" || N == "rbegin" || N == "crbegin" ||
+        N == "find" || N == "lower_bound")
+      return Member->getImplicitObjectArgument();
+    return nullptr;
+  }
+  if (const auto *Call = dyn_cast<CallExpr>(E))
+    if (const FunctionDecl *FD = Call->getDirectCallee())
+      if (FD->isInStdNamespace() && FD->getIdentifier() &&
+          (FD->getName() == "begin" || FD->getName() == "cbegin") &&
+          Call->getNumArgs() == 1 && containerRecord(Call->getArg(0)->getType()))
+        return Call->getArg(0);
+  return nullptr;
+}
+
+bool isContainerInsert(llvm::StringRef M) {
+  return llvm::StringSwitch<bool>(M)
+      .Cases("push_back", "emplace_back", "push_front", "emplace_front", true)
+      .Cases("insert", "emplace", "push", "insert_or_assign", true)
+      .Default(false);
+}
+
+bool isContainerReset(llvm::StringRef M) {
+  return llvm::StringSwitch<bool>(M)
+      .Cases("clear", "erase", "pop_back", "pop_front", "pop", true)
+      .Cases("resize", "assign", "swap", true)
+      .Default(false);
+}
+
+bool isStdFunction(QualType T) {
+  if (T.isNull())
+    return false;
+  return isStdClass(T.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl(),
+                    "function");
+}
+
+} // namespace clang::tidy::torch

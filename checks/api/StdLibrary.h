@@ -1,0 +1,44 @@
+//===--- StdLibrary.h - torch-tidy ------------------------------*- C++ -*-===//
+//
+// The standard library types that carry tensors: containers, iterators,
+// pairs and tuples, std::function.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_API_STDLIBRARY_H
+#define TORCH_TIDY_API_STDLIBRARY_H
+
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/Expr.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace clang::tidy::torch {
+
+/// Whether \p RD is `std::<Name>` (an instantiation of it, any inline
+/// namespace).
+bool isStdClass(const CXXRecordDecl *RD, llvm::StringRef Name);
+
+/// The record of a standard container (vector, deque, array, list, map,
+/// unordered_map, ...) that \p T names, through references; null otherwise.
+const CXXRecordDecl *containerRecord(QualType T);
+/// A map: `m[k]` names the mapped value of an element.
+bool isMapContainer(const CXXRecordDecl *RD);
+/// `std::pair` or `std::tuple`.
+bool isTupleLike(QualType T);
+
+/// The container an iterator variable's initialiser walks: `c.begin()`,
+/// `c.cbegin()`, `c.rbegin()`, `c.find(k)`, `std::begin(c)`; null otherwise.
+const Expr *iteratedContainer(const Expr &Init);
+
+/// Methods that add one element to a container (push_back, emplace_back,
+/// push_front, insert, emplace, push).
+bool isContainerInsert(llvm::StringRef Method);
+/// Methods that empty a container or drop its elements.
+bool isContainerReset(llvm::StringRef Method);
+
+/// `std::function<...>`.
+bool isStdFunction(QualType T);
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_API_STDLIBRARY_H

@@ -1,0 +1,111 @@
+//===--- Training.cpp - torch-tidy ----------------------------------------===//
+
+#include "Training.h"
+#include "TorchMatchers.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+
+namespace clang::tidy::torch {
+
+static bool isRecordNamed(const CXXRecordDecl *RD, llvm::StringRef Name) {
+  return RD && RD->getQualifiedNameAsString() == Name;
+}
+
+bool isOptimizerClass(const CXXRecordDecl *RD) {
+  if (!RD || !RD->hasDefinition())
+    return false;
+  RD = RD->getDefinition();
+  if (isRecordNamed(RD, "torch::optim::Optimizer"))
+    return true;
+  return !RD->forallBases([](const CXXRecordDecl *Base) {
+    return !isRecordNamed(Base, "torch::optim::Optimizer");
+  });
+}
+
+bool isBackwardCall(const CallExpr &Call, const TorchApiOptions &Opts) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || !FD->getIdentifier())
+    return false;
+  if (const auto *MD = dyn_cast<CXXMethodDecl>(FD)) {
+    if (FD->getName() == "backward" &&
+        (isRecordNamed(MD->getParent(), "at::Tensor") ||
+         isRecordNamed(MD->getParent(), "at::TensorBase")))
+      return true;
+  } else if (FD->getQualifiedNameAsString() == "torch::autograd::backward") {
+    return true;
+  }
+  return matchesNameList(*FD, Opts.ExtraBackwardFunctions);
+}
+
+bool isOptimizerStepCall(const CallExpr &Call, const TorchApiOptions &Opts) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || !FD->getIdentifier())
+    return false;
+  if (const auto *MD = dyn_cast<CXXMethodDecl>(FD))
+    if (FD->getName() == "step" && isOptimizerClass(MD->getParent()))
+      return true;
+  return matchesNameList(*FD, Opts.ExtraStepFunctions);
+}
+
+bool isZeroGradCall(const CallExpr &Call) {
+  const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call);
+  const CXXMethodDecl *MD = MC ? MC->getMethodDecl() : nullptr;
+  if (!MD || !MD->getIdentifier() || MD->getName() != "zero_grad")
+    return false;
+  return isOptimizerClass(MD->getParent()) ||
+         isModuleHandleType(MD->getThisType()->getPointeeType());
+}
+
+static std::optional<bool> constantBool(const Expr *E, const ASTContext &Ctx) {
+  bool Value = false;
+  if (!E || E->isValueDependent() || !E->EvaluateAsBooleanCondition(Value, Ctx))
+    return std::nullopt;
+  return Value;
+}
+
+GradGuardEffect gradGuardEffect(const VarDecl &VD, const ASTContext &Ctx,
+                                const TorchApiOptions &Opts) {
+  if (VD.getType()->isReferenceType() || VD.getType()->isPointerType())
+    return GradGuardEffect::None;
+  const CXXRecordDecl *RD = VD.getType()->getAsCXXRecordDecl();
+  if (!RD)
+    return GradGuardEffect::None;
+  if (matchesNameList(*RD, Opts.GuardTypes))
+    return GradGuardEffect::Disables;
+  std::string N = RD->getQualifiedNameAsString();
+  bool NoGrad = N == "c10::NoGradGuard" || N == "at::NoGradGuard";
+  bool Inference = N == "c10::InferenceMode";
+  bool AutoGrad = N == "c10::AutoGradMode" || N == "at::AutoGradMode";
+  if (!NoGrad && !Inference && !AutoGrad)
+    return GradGuardEffect::None;
+  if (NoGrad)
+    return GradGuardEffect::Disables;
+  const Expr *Init = VD.getInit() ? VD.getInit()->IgnoreImplicit() : nullptr;
+  const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Init);
+  if (!Construct)
+    return GradGuardEffect::Unknown;
+  const Expr *Arg = Construct->getNumArgs() > 0 &&
+                            !isa<CXXDefaultArgExpr>(Construct->getArg(0))
+                        ? Construct->getArg(0)
+                        : nullptr;
+  std::optional<bool> Value = constantBool(Arg, Ctx);
+  if (Inference) {
+    if (!Arg || Value == true)
+      return GradGuardEffect::Disables;
+    // InferenceMode(false) leaves grad mode as it was.
+    return Value == false ? GradGuardEffect::None : GradGuardEffect::Unknown;
+  }
+  if (!Value)
+    return GradGuardEffect::Unknown;
+  return *Value ? GradGuardEffect::Enables : GradGuardEffect::Disables;
+}
+
+const Expr *setGradEnabledArgument(const CallExpr &Call) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || Call.getNumArgs() != 1 ||
+      FD->getQualifiedNameAsString() != "c10::GradMode::set_enabled")
+    return nullptr;
+  return Call.getArg(0);
+}
+
+} // namespace clang::tidy::torch

@@ -1,0 +1,42 @@
+//===--- Training.h - torch-tidy --------------------------------*- C++ -*-===//
+//
+// The LibTorch calls that train: a backward pass, an optimizer step, a
+// gradient reset; and the RAII guards and calls that switch autograd off.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_API_TRAINING_H
+#define TORCH_TIDY_API_TRAINING_H
+
+#include "TorchApi.h"
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Decl.h"
+#include "clang/AST/Expr.h"
+
+namespace clang::tidy::torch {
+
+/// `t.backward()`, `torch::autograd::backward(...)`, or one of
+/// \p Opts.ExtraBackwardFunctions. Not `torch::autograd::grad(...)`, which
+/// computes gradients without accumulating them into parameters.
+bool isBackwardCall(const CallExpr &Call, const TorchApiOptions &Opts);
+/// `optimizer.step()` on a torch::optim::Optimizer (or a class derived from
+/// it), or one of \p Opts.ExtraStepFunctions.
+bool isOptimizerStepCall(const CallExpr &Call, const TorchApiOptions &Opts);
+/// `optimizer.zero_grad()`, `module->zero_grad()`.
+bool isZeroGradCall(const CallExpr &Call);
+/// A torch::optim::Optimizer or a class derived from it.
+bool isOptimizerClass(const CXXRecordDecl *RD);
+
+/// What declaring a variable does to autograd for the rest of its scope.
+enum class GradGuardEffect { None, Disables, Enables, Unknown };
+/// NoGradGuard and InferenceMode() disable, AutoGradMode(false) disables,
+/// AutoGradMode(true) enables, a run-time argument is Unknown; a variable of
+/// a type in \p Opts.GuardTypes disables.
+GradGuardEffect gradGuardEffect(const VarDecl &VD, const ASTContext &Ctx,
+                                const TorchApiOptions &Opts);
+/// `c10::GradMode::set_enabled(x)`: its argument, or null.
+const Expr *setGradEnabledArgument(const CallExpr &Call);
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_API_TRAINING_H

@@ -1,0 +1,545 @@
+//===--- Calls.cpp - torch-tidy -------------------------------------------===//
+//
+// FlowModel at calls: which function a call runs and with which arguments;
+// what it does to the state, through the callee's summary when it is a user
+// function and through the LibTorch vocabulary otherwise; and how a
+// summary's facts, written in the callee's entry terms, become facts of the
+// caller.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "Summary.h"
+#include "api/Devices.h"
+#include "api/StdLibrary.h"
+#include "api/TorchMatchers.h"
+#include "api/Training.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+
+namespace clang::tidy::torch {
+
+//===--- Resolution --------------------------------------------------------===//
+
+/// The constructor of \p Class that \p Args select, when only one takes
+/// that many arguments.
+static const CXXConstructorDecl *
+constructorFor(const CXXRecordDecl *Class, llvm::ArrayRef<const Expr *> Args) {
+  if (!Class || !Class->hasDefinition())
+    return nullptr;
+  const CXXConstructorDecl *Found = nullptr;
+  for (const CXXConstructorDecl *Ctor : Class->getDefinition()->ctors()) {
+    if (Ctor->isCopyOrMoveConstructor() || Ctor->isDeleted())
+      continue;
+    if (Args.size() > Ctor->getNumParams() ||
+        Args.size() < Ctor->getMinRequiredArguments())
+      continue;
+    if (Found)
+      return nullptr; // overloaded: not known which
+    Found = Ctor;
+  }
+  return Found;
+}
+
+/// The class a module holder (`Net` of TORCH_MODULE(Net)) or a
+/// `std::shared_ptr<T>` holds.
+static const CXXRecordDecl *heldClass(QualType T) {
+  const CXXRecordDecl *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
+  for (unsigned Depth = 0; RD && Depth < 4; ++Depth) {
+    if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD)) {
+      llvm::StringRef Name = Spec->getSpecializedTemplate()->getName();
+      if ((Name == "ModuleHolder" || Name == "shared_ptr" ||
+           Name == "unique_ptr") &&
+          Spec->getTemplateArgs().size() >= 1 &&
+          Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
+        return Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
+    }
+    if (!RD->hasDefinition() || RD->getNumBases() != 1)
+      return nullptr;
+    RD = RD->bases_begin()->getType()->getAsCXXRecordDecl();
+  }
+  return nullptr;
+}
+
+ResolvedCall FlowModel::resolve(const Expr &E) const {
+  ResolvedCall R;
+  R.Call = &E;
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(&E)) {
+    const CXXConstructorDecl *Ctor = Construct->getConstructor();
+    llvm::SmallVector<const Expr *, 4> Args(Construct->arguments());
+    // A TORCH_MODULE holder built from arguments builds its module.
+    if (isModuleHandleType(Construct->getType()) &&
+        !Ctor->isCopyOrMoveConstructor() &&
+        !(Args.size() == 1 && Args[0]->getType()->isNullPtrType()))
+      if (const CXXRecordDecl *Held = heldClass(Construct->getType());
+          Held && Held != Ctor->getParent())
+        if (const CXXConstructorDecl *Inner = constructorFor(Held, Args))
+          Ctor = Inner;
+    R.Callee = Ctor;
+    R.Arguments.assign(Args.begin(), Args.end());
+    return R;
+  }
+  const auto *Call = dyn_cast<CallExpr>(&E);
+  if (!Call)
+    return R;
+  const FunctionDecl *FD = Call->getDirectCallee();
+  llvm::ArrayRef<const Expr *> Args(Call->getArgs(), Call->getNumArgs());
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call);
+      Op && FD && isa<CXXMethodDecl>(FD) && Call->getNumArgs() > 0) {
+    R.ObjectExpr = Call->getArg(0);
+    Args = Args.drop_front();
+  } else if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call)) {
+    R.ObjectExpr = Member->getImplicitObjectArgument();
+  }
+  if (R.ObjectExpr) {
+    const Expr *Object = R.ObjectExpr->IgnoreParenImpCasts();
+    R.Object = isa<CXXThisExpr>(Object) ? Location::thisObject()
+                                        : locationOf(Object);
+  }
+  // std::make_shared<T>(args), std::make_unique<T>(args): T's constructor.
+  if (FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+      (FD->getName() == "make_shared" || FD->getName() == "make_unique"))
+    if (const CXXConstructorDecl *Ctor =
+            constructorFor(heldClass(Call->getType()), Args)) {
+      R.Callee = Ctor;
+      R.Arguments.assign(Args.begin(), Args.end());
+      return R;
+    }
+  // A virtual call is known only when its target is certain.
+  if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(FD);
+      Method && Method->isVirtual()) {
+    const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
+    const auto *ME =
+        Member ? dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens())
+               : nullptr;
+    const CXXMethodDecl *Target = nullptr;
+    if (ME && ME->hasQualifier())
+      Target = Method;
+    else if (ME)
+      Target = Method->getDevirtualizedMethod(ME->getBase(),
+                                              /*IsAppleKext=*/false);
+    FD = Target;
+  }
+  R.Callee = FD;
+  R.Arguments.assign(Args.begin(), Args.end());
+  return R;
+}
+
+/// The argument a call passes for \p P; null for a default argument.
+static const Expr *argumentFor(const ResolvedCall &Call,
+                               const ParmVarDecl &P) {
+  const auto *Callee = dyn_cast_or_null<FunctionDecl>(P.getDeclContext());
+  if (!Callee || !Call.Callee ||
+      Callee->getCanonicalDecl() != Call.Callee->getCanonicalDecl())
+    return nullptr;
+  unsigned Index = P.getFunctionScopeIndex();
+  if (Index >= Call.Arguments.size())
+    return nullptr;
+  const Expr *Arg = Call.Arguments[Index];
+  return !Arg || isa<CXXDefaultArgExpr>(Arg) ? nullptr : Arg;
+}
+
+/// The location of a callee's entry value \p Entry, in the callee's terms.
+static Location entryLocation(const ValueDecl &Entry) {
+  if (const auto *Field = dyn_cast<FieldDecl>(&Entry))
+    return Location::member(Field);
+  if (const auto *Var = dyn_cast<VarDecl>(&Entry))
+    return Var->hasGlobalStorage() && !isa<ParmVarDecl>(Var)
+               ? Location::global(Var)
+               : Location::local(Var);
+  return {};
+}
+
+Location FlowModel::callerLocation(const Location &InCallee,
+                                   const ResolvedCall &Call) const {
+  switch (InCallee.Kind) {
+  case Location::Local: {
+    if (const auto *P = dyn_cast<ParmVarDecl>(InCallee.Root)) {
+      const Expr *Arg = argumentFor(Call, *P);
+      if (!Arg)
+        return {};
+      Location Base = locationOf(stripConversions(Arg));
+      // `*net` passed for a `Module &`: the handle.
+      return Base ? InCallee.rebased(Base) : Location();
+    }
+    // A variable a lambda captures: the caller's own, when the caller is the
+    // function that declares it.
+    if (InCallee.Root && InCallee.Root->getDeclContext() == Function)
+      return InCallee;
+    return {};
+  }
+  case Location::This:
+    return Call.Object ? InCallee.rebased(Call.Object) : Location();
+  case Location::Global:
+    return InCallee;
+  default:
+    return {};
+  }
+}
+
+ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
+                                   const ResolvedCall &Call,
+                                   const State &S) const {
+  if (const auto *P = dyn_cast<ParmVarDecl>(&Entry)) {
+    const Expr *Arg = argumentFor(Call, *P);
+    return Arg ? evaluate(Arg, S) : ValueFacts();
+  }
+  Location L = callerLocation(entryLocation(Entry), Call);
+  if (!L)
+    return ValueFacts();
+  const ValueFacts *F = S.lookup(L);
+  if (F)
+    return F->Empty ? ValueFacts() : *F;
+  if (L.Kind == Location::Global && !L.Depth)
+    if (const auto *Global = dyn_cast<VarDecl>(L.Root))
+      return Program.globalFacts(*Global);
+  return ValueFacts();
+}
+
+template <typename T>
+Sourced<T> FlowModel::throughCall(const Sourced<T> &InCallee,
+                                  const ResolvedCall &Call) const {
+  Sourced<T> R = InCallee;
+  R.Entry = nullptr;
+  if (Call.Callee)
+    R.Via = Program.step(Call.Call->getExprLoc(),
+                         Program.calleeName(*Call.Callee), InCallee.Via);
+  return R;
+}
+
+Sourced<DeviceValue>
+FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
+                       const ResolvedCall &Call, const State &S) const {
+  if (InCallee.Entry)
+    return entryValueAt(*InCallee.Entry, Call, S).Device;
+  const DeviceValue &V = InCallee.Value;
+  // "Whatever the callee's device parameter holds": the argument's device.
+  if (V.isSymbolic())
+    if (const auto *P = dyn_cast_or_null<ParmVarDecl>(V.holder())) {
+      if (const Expr *Arg = argumentFor(Call, *P)) {
+        DeviceValue Passed = evaluateDeviceSpec(Arg, S).Value;
+        if (!Passed.isKnown())
+          return {};
+        Sourced<DeviceValue> R = throughCall(InCallee, Call);
+        R.Value = Passed;
+        return R;
+      }
+      if (isa<FunctionDecl>(P->getDeclContext()))
+        return {};
+    }
+  if (V.isSymbolic())
+    if (const auto *Field = dyn_cast_or_null<FieldDecl>(V.holder()))
+      if (Location L = callerLocation(Location::member(Field), Call))
+        if (const ValueFacts *F = S.lookup(L))
+          if (F->Device.Value.isKnown() && !F->Device.Value.isSymbolic())
+            return F->Device;
+  if (!V.isKnown())
+    return {};
+  return throughCall(InCallee, Call);
+}
+
+ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
+                                  const ResolvedCall &Call,
+                                  const State &S) const {
+  ValueFacts R = InCallee;
+  R.Device = instantiate(InCallee.Device, Call, S);
+  auto Substitute = [&](const auto &Fact, auto Member) {
+    using SourcedT = std::decay_t<decltype(Fact)>;
+    if (Fact.Entry)
+      return entryValueAt(*Fact.Entry, Call, S).*Member;
+    return Fact.isKnown() ? throughCall(Fact, Call) : SourcedT();
+  };
+  R.Pin = Substitute(InCallee.Pin, &ValueFacts::Pin);
+  R.Graph = Substitute(InCallee.Graph, &ValueFacts::Graph);
+  R.Mode = Substitute(InCallee.Mode, &ValueFacts::Mode);
+  if (InCallee.PendingCopy.isValid() && Call.Callee)
+    R.PendingVia = Program.step(Call.Call->getExprLoc(),
+                                Program.calleeName(*Call.Callee),
+                                InCallee.PendingVia);
+  return R;
+}
+
+//===--- Effects -----------------------------------------------------------===//
+
+void FlowModel::applySummary(const ResolvedCall &Call,
+                             const FunctionSummary &Summary,
+                             const Location &Result, State &St) const {
+  // The facts after the call are computed from the state before it.
+  const State Before = St;
+  for (const Location &L : Summary.Clobbers)
+    if (Location Here = callerLocation(L, Call))
+      St.forgetTree(Here);
+  for (const SummaryEffect &Effect : Summary.Effects) {
+    Location Here = callerLocation(Effect.Where, Call);
+    if (!Here)
+      continue;
+    ValueFacts After = instantiate(Effect.Exit, Call, Before);
+    // A module handle passed by value still names the caller's module: its
+    // module facts change, not the handle.
+    if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Effect.Where.Root);
+        P && !Effect.Where.Depth && isModuleHandleType(P->getType())) {
+      ValueFacts F = St.get(Here);
+      F.Device = After.Device;
+      F.Mode = After.Mode;
+      After = F;
+    }
+    St.set(Here, After);
+  }
+  if (Result)
+    for (const SummaryEffect &R : Summary.Returns)
+      if (Location Here = R.Where.replacePrefix(Location::returned(), Result))
+        St.set(Here, instantiate(R.Exit, Call, Before));
+  if (Summary.ExitGrad != GradMode::Entry)
+    St.path().Grad = Summary.ExitGrad;
+}
+
+/// Whether \p Call may change what \p Arg denotes: it is passed by non-const
+/// reference or by pointer, or it is a module handle (which names shared
+/// state however it is passed) given to user code.
+static bool mayChangeArgument(const FunctionDecl *FD, unsigned Index,
+                              const Expr *Arg) {
+  if (const auto *UO = dyn_cast<UnaryOperator>(Arg->IgnoreParenImpCasts());
+      UO && UO->getOpcode() == UO_AddrOf)
+    return true;
+  if (FD && Index < FD->getNumParams()) {
+    QualType PT = FD->getParamDecl(Index)->getType();
+    if ((PT->isReferenceType() || PT->isPointerType()) &&
+        !PT->getPointeeType().isConstQualified())
+      return true;
+  } else if (!FD || FD->isVariadic()) {
+    return !Arg->getType().isConstQualified();
+  }
+  return isModuleHandleType(Arg->getType()) && !(FD && isLibraryFunction(*FD));
+}
+
+void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
+                                    State &St) const {
+  const FunctionDecl *FD = Call.Callee;
+  for (unsigned I = 0; I < Call.Arguments.size(); ++I) {
+    const Expr *Arg = Call.Arguments[I];
+    if (!Arg || !mayChangeArgument(FD, I, Arg))
+      continue;
+    const Expr *Target = Arg->IgnoreParenImpCasts();
+    if (const auto *UO = dyn_cast<UnaryOperator>(Target);
+        UO && UO->getOpcode() == UO_AddrOf)
+      Target = UO->getSubExpr();
+    if (Location L = locationOf(stripConversions(Target)))
+      St.forgetTree(L);
+    // A lambda that captures by reference hands its captures on.
+    if (const auto *Lambda = dyn_cast<LambdaExpr>(stripConversions(Arg)))
+      for (const LambdaCapture &C : Lambda->captures())
+        if (C.capturesVariable() && C.getCaptureKind() == LCK_ByRef)
+          if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
+            St.forgetTree(Location::local(VD));
+  }
+  if (FD && isLibraryFunction(*FD))
+    return;
+  // A user function whose body is not known may change any global, and a
+  // non-const method of the user's may change every member of its object.
+  St.forgetRoots(Location::Global);
+  const auto *MD = dyn_cast_or_null<CXXMethodDecl>(FD);
+  if (MD && !MD->isConst() && !MD->isStatic() && Call.Object)
+    St.forgetTree(Call.Object);
+}
+
+void FlowModel::transferConstruction(const CXXConstructExpr &E,
+                                     const Location &Object,
+                                     State &St) const {
+  ResolvedCall Call = resolve(E);
+  Call.Object = Object;
+  if (const FunctionSummary *Summary =
+          Call.Callee ? Program.summary(*Call.Callee) : nullptr) {
+    // Members the constructor leaves alone are default-constructed.
+    St.forgetTree(Object);
+    applySummary(Call, *Summary, Location(), St);
+    return;
+  }
+  St.forgetTree(Object);
+  forgetOpaqueEffects(Call, St);
+}
+
+bool FlowModel::isBlockingDeviceRead(const CallExpr &Call,
+                                     const State &S) const {
+  llvm::StringRef Method = tensorMethodName(Call);
+  if (Method != "item" && Method != "cpu" && Method != "to")
+    return false;
+  ValueFacts Object = evaluate(memberCallObject(Call), S);
+  if (!Object.Device.Value.isCUDA())
+    return false;
+  if (Method == "item")
+    return true;
+  ValueFacts Result = evaluate(&Call, S);
+  return Result.Device.Value.isCPU() && Result.PendingCopy.isInvalid();
+}
+
+/// The module a call moves, switches or loads into: `net->to(d)`,
+/// `net->train()`, `torch::load(net, path, d)`.
+static const Expr *moduleArgumentOf(const CallExpr &Call,
+                                    llvm::StringRef &Action) {
+  if (const Expr *Module = moduleToReceiver(Call)) {
+    Action = "to";
+    return Module;
+  }
+  if (const Expr *Module = moduleMethodCallReceiver(Call, "train")) {
+    Action = "train";
+    return Module;
+  }
+  if (const Expr *Module = moduleMethodCallReceiver(Call, "eval")) {
+    Action = "eval";
+    return Module;
+  }
+  if (const FunctionDecl *FD = Call.getDirectCallee())
+    if (FD->getQualifiedNameAsString() == "torch::load" &&
+        Call.getNumArgs() >= 1 && isModuleHandleType(Call.getArg(0)->getType())) {
+      Action = "load";
+      return Call.getArg(0);
+    }
+  return nullptr;
+}
+
+/// Adds \p Sources to \p Into.
+static void addSources(llvm::SmallVectorImpl<const Stmt *> &Into,
+                       llvm::ArrayRef<const Stmt *> Sources) {
+  for (const Stmt *S : Sources)
+    if (!llvm::is_contained(Into, S))
+      Into.push_back(S);
+}
+
+void FlowModel::transferCall(const CallExpr &Call, State &St) const {
+  const FunctionSummary *Summary = Program.summaryForCall(Call);
+  // A backward pass reaches the graphs its tensors carry; an opaque call
+  // may keep them.
+  bool Backward = isBackwardCall(Call, options()) ||
+                  (Summary && Summary->Backward.isValid());
+  bool Opaque = !Backward && !Summary && Call.getDirectCallee() &&
+                !isLibraryFunction(*Call.getDirectCallee());
+  if (Backward || Opaque) {
+    auto &Into = Backward ? St.path().GraphsBackpropagated
+                          : St.path().GraphsEscaped;
+    if (const Expr *Object = memberCallObject(Call))
+      addSources(Into, evaluate(Object, St).GraphSources);
+    for (const Expr *Arg : Call.arguments())
+      if (isTensorType(Arg->getType()) || containerRecord(Arg->getType()))
+        addSources(Into, evaluate(Arg, St).GraphSources);
+  }
+  if (isSynchronizeCall(Call, options()) || isBlockingDeviceRead(Call, St) ||
+      (Summary && Summary->MaySynchronize))
+    St.completePendingCopies();
+
+  // `.cuda()` selects CUDA; `.cpu()` the CPU.
+  if (isTensorCudaCall(Call) &&
+      Program.deviceLiteralUse(Call, *Owner) != DeviceLiteralUse::Other)
+    recordCudaSelection(Call, St);
+  else if (isTensorCpuCall(Call) &&
+           !llvm::is_contained(St.path().CpuSelections, &Call))
+    St.path().CpuSelections.push_back(&Call);
+
+  llvm::StringRef Action;
+  if (const Expr *Module = moduleArgumentOf(Call, Action)) {
+    Location L = locationOf(Module);
+    if (!L)
+      return;
+    ValueFacts F = St.get(L);
+    if (Action == "to" || Action == "load") {
+      if (const Expr *DeviceArg = argumentForParameter(Call, "device")) {
+        F.Device = evaluateDeviceSpec(DeviceArg, St);
+        F.Device.Origin = Call.getExprLoc();
+        F.Device.Via = nullptr;
+      } else if (Action == "load") {
+        return; // loads onto the devices it saved: nothing changes
+      }
+    } else {
+      std::optional<bool> On =
+          Call.getNumArgs() ? evaluateBool(Call.getArg(0), St) : true;
+      F.Mode = {Action == "eval" || On == false ? ModuleMode::Eval
+                : On ? ModuleMode::Train : ModuleMode::Unknown,
+                Call.getExprLoc()};
+    }
+    St.set(L, F);
+    return;
+  }
+  llvm::StringRef Method = tensorMethodName(Call);
+  if (Method == "copy_") {
+    Location L = locationOf(memberCallObject(Call));
+    if (!L)
+      return;
+    ValueFacts Dest = St.get(L);
+    ValueFacts Src = evaluate(Call.getArg(0), St);
+    Dest.Graph = Src.Graph.Value == GraphState::InGraph ? Src.Graph : Dest.Graph;
+    Dest.PendingCopy = SourceLocation();
+    Dest.PendingVia = nullptr;
+    Dest.Empty = false;
+    if (Dest.Device.Value.isCPU() && Src.Device.Value.mayBeCUDA())
+      if (std::optional<bool> NB =
+              evaluateBool(argumentForParameter(Call, "non_blocking"), St))
+        if (*NB)
+          Dest.PendingCopy = Call.getExprLoc();
+    St.set(L, Dest);
+    return;
+  }
+  if (Method == "detach_" || Method == "requires_grad_") {
+    Location L = locationOf(memberCallObject(Call));
+    ValueFacts F = St.get(L);
+    F.Graph = {Method == "detach_" ? GraphState::NoGraph : GraphState::Unknown,
+               Call.getExprLoc()};
+    if (Method == "detach_")
+      F.GraphSources.clear();
+    St.set(L, F);
+    return;
+  }
+  if (!Method.empty())
+    return;
+
+  // Containers: an insert joins into the elements; a reset empties them.
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call))
+    if (const CXXMethodDecl *MD = Member->getMethodDecl();
+        MD && MD->getIdentifier()) {
+      const Expr *Object = Member->getImplicitObjectArgument();
+      bool Container = Object && containerRecord(Object->getType());
+      bool Accumulating = matchesNameList(*MD, options().AccumulatingFunctions);
+      if ((Container && isContainerInsert(MD->getName())) || Accumulating) {
+        const Expr *Value = nullptr;
+        for (const Expr *Arg : Call.arguments())
+          if (isTensorType(Arg->getType()) || !Value)
+            Value = Arg;
+        if (Value)
+          appendToContainer(locationOf(Object), Value, Call, St);
+        if (Container)
+          return;
+      }
+      if (Container && MD->getName() == "clear") {
+        ValueFacts Nothing;
+        Nothing.Empty = true;
+        St.set(locationOf(Object).child(Selector::element()), Nothing);
+        return;
+      }
+      if (Container)
+        return;
+    }
+
+  if (const Expr *Mode = setGradEnabledArgument(Call)) {
+    std::optional<bool> On = evaluateBool(Mode, St);
+    St.path().Grad = !On ? GradMode::Unknown
+                     : *On ? GradMode::Enabled
+                           : GradMode::Disabled;
+    return;
+  }
+  if (const Expr *Count = deviceCountOutArgument(Call)) {
+    if (Location L = locationOf(Count)) {
+      ValueFacts F;
+      F.Scalar.IsDeviceCount = true;
+      St.set(L, F);
+    }
+    return;
+  }
+
+  ResolvedCall Resolved = resolve(Call);
+  if (Summary) {
+    applySummary(Resolved, *Summary, Location(), St);
+    return;
+  }
+  forgetOpaqueEffects(Resolved, St);
+}
+
+} // namespace clang::tidy::torch

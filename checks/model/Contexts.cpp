@@ -1,0 +1,224 @@
+//===--- Contexts.cpp - torch-tidy ----------------------------------------===//
+//
+// Top-down: what the callers of a function establish at its entry. Each
+// call is looked at in its caller's own context analysis; the facts every
+// call agrees on (CUDA checked, autograd off, a parameter's device, a
+// member's pending copy) become the function's entry state, and a call made
+// inside a loop, or on every training step, makes the function run there.
+// A function with no caller starts where the program starts: nothing
+// checked, autograd on; when the program has a main, a function main never
+// reaches has no known entry at all.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowAnalysis.h"
+#include "ProgramModel.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
+
+namespace clang::tidy::torch {
+
+/// The entry values a call hands to \p F: its parameters, the members of
+/// `*this`, the variables a lambda captures.
+static llvm::SmallVector<const ValueDecl *, 8> entryValues(const FunctionDecl &F) {
+  llvm::SmallVector<const ValueDecl *, 8> Out;
+  for (const ParmVarDecl *P : F.parameters())
+    Out.push_back(P);
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(&F)) {
+    if (Method->getParent()->isLambda()) {
+      for (const LambdaCapture &C : Method->getParent()->captures())
+        if (C.capturesVariable())
+          if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
+            Out.push_back(VD);
+    } else if (!Method->isStatic() && !isa<CXXConstructorDecl>(Method)) {
+      for (const FieldDecl *Field : Method->getParent()->fields())
+        Out.push_back(Field);
+    }
+  }
+  return Out;
+}
+
+static Location entryLocationOf(const ValueDecl &D) {
+  if (const auto *Field = dyn_cast<FieldDecl>(&D))
+    return Location::member(Field);
+  return Location::local(D.getCanonicalDecl() == &D ? &D : &D);
+}
+
+/// What the program start establishes.
+static PathFacts programStart() {
+  PathFacts P;
+  P.Cuda = CudaGuard::Unguarded;
+  P.Grad = GradMode::Enabled;
+  return P;
+}
+
+/// Tags \p F's facts as the entry value of \p D, keeping what they say, the
+/// way the summary analysis starts (parametricEntry): a device variable is
+/// the symbolic device it names unless the callers agree on one.
+static ValueFacts tagged(ValueFacts F, const ValueDecl &D) {
+  F.Pin.Entry = F.Graph.Entry = F.Mode.Entry = &D;
+  if (isDeviceType(D.getType().getNonReferenceType())) {
+    if (!F.Device.Value.isKnown())
+      F.Device = {DeviceValue::symbolic(&D), D.getLocation()};
+  } else {
+    F.Device.Entry = &D;
+  }
+  return F;
+}
+
+const EntryContext &ProgramModel::entryContext(const FunctionDecl &F) {
+  const FunctionDecl *Key = F.getCanonicalDecl();
+  if (auto It = Contexts.find(Key); It != Contexts.end())
+    return *It->second;
+  // A cycle of callers: this caller's call adds nothing (a greatest
+  // fixpoint); the result is not kept.
+  static const EntryContext Nothing = [] {
+    EntryContext C;
+    C.Root = false;
+    return C;
+  }();
+  if (ContextsInProgress.contains(Key))
+    return Nothing;
+  ContextsInProgress.insert(Key);
+  EntryContext C = computeEntryContext(F);
+  ContextsInProgress.erase(Key);
+  return *Contexts.try_emplace(Key, std::make_unique<EntryContext>(std::move(C)))
+              .first->second;
+}
+
+EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
+  EntryContext C;
+  State Parametric = parametricEntry(F);
+  C.Entry = Parametric;
+  const auto *Method = dyn_cast<CXXMethodDecl>(&F);
+  bool IsLambda = Method && Method->getParent()->isLambda();
+  if (F.isMain()) {
+    C.Entry.path() = programStart();
+    return C;
+  }
+  // A function that picks a device itself counts as guarded.
+  if (isDeviceSelector(F, options())) {
+    C.Root = false;
+    C.Entry.path().Cuda = CudaGuard::Checked;
+    return C;
+  }
+  llvm::ArrayRef<CallSite> Sites = callSitesOf(F);
+  bool Escapes = !IsLambda && isAddressTaken(F);
+  if (Method && Method->isVirtual())
+    Escapes = true; // a base-class call may reach it unseen
+  std::optional<EntryContext> External;
+  if (Config.External) {
+    Reads.Entries.insert(usrOf(F));
+    External = Config.External->entry(usrOf(F), F, *this);
+  }
+  if (Sites.empty() || Escapes) {
+    if (External) {
+      External->Root = false;
+      return *External;
+    }
+    if (Escapes) {
+      C.Root = false;
+      return C;
+    }
+    // No caller: the program starts here, unless the program has a main
+    // that does not reach it.
+    C.Root = true;
+    if (!definesMain())
+      C.Entry.path() = programStart();
+    else
+      C.Entry.path().Grad = GradMode::Enabled;
+    return C;
+  }
+
+  C.Root = false;
+  bool First = true;
+  std::optional<State> Joined;
+  int64_t MaxCount = 0;
+  const Expr *MaxProof = nullptr;
+  for (const CallSite &Site : Sites) {
+    if (!Site.Caller) {
+      // A namespace-scope initialiser runs before main.
+      State Start = Parametric;
+      Start.path() = programStart();
+      Joined = Joined ? (Joined->joinWith(Start), *Joined) : Start;
+      if (!C.UncheckedCall)
+        C.UncheckedCall = Site.Call;
+      continue;
+    }
+    const FunctionDecl *CallerDef = Site.Caller;
+    if (ContextsInProgress.contains(CallerDef->getCanonicalDecl()))
+      continue; // recursion: the other callers decide
+    const FlowAnalysis *A = analysis(*CallerDef);
+    if (!A)
+      continue;
+    std::optional<State> Before = A->stateBefore(*Site.Call);
+    if (!Before)
+      continue; // not reached
+    const FlowModel &M = A->model();
+    ResolvedCall Call = M.resolve(*Site.Call);
+    State Here = Parametric;
+    Here.path().Cuda = Before->path().Cuda;
+    Here.path().Grad = Before->path().Grad;
+    Here.path().CountAtLeast = Before->path().CountAtLeast;
+    Here.path().CountProof = Before->path().CountProof;
+    // A lambda defined and called inside a guarded scope: its creation
+    // point's guard holds too (it is a must-fact).
+    for (const ValueDecl *D : entryValues(F)) {
+      ValueFacts V;
+      if (IsLambda && isa<VarDecl>(D) &&
+          D->getDeclContext() == CallerDef) {
+        Location L = Location::local(D);
+        const ValueFacts *Known = Before->lookup(L);
+        V = Known ? *Known : ValueFacts();
+      } else {
+        V = M.entryValueAt(*D, Call, *Before);
+      }
+      Location L = entryLocationOf(*D);
+      if (!isa<FieldDecl>(D) || !V.isUnknown())
+        Here.set(L, tagged(V, *D));
+    }
+    if (Here.path().Cuda != CudaGuard::Checked && !C.UncheckedCall)
+      C.UncheckedCall = Site.Call;
+    if (Here.path().CountAtLeast > MaxCount) {
+      MaxCount = Here.path().CountAtLeast;
+      MaxProof = Here.path().CountProof;
+    }
+    // Where the callee runs: in this call's loop, or wherever its caller
+    // runs when the call runs on every call of the caller.
+    LoopContext Loop = A->loopContext(*Site.Call);
+    inheritLoopContext(Loop, entryContext(*CallerDef).Loop);
+    if (Loop.TrainingLoop.isValid() && C.Loop.TrainingLoop.isInvalid()) {
+      C.Loop.TrainingLoop = Loop.TrainingLoop;
+      C.Loop.TrainingCall = Loop.TrainingCall;
+      C.Loop.TrainingCallee = Loop.TrainingCallee;
+      C.LoopCall = Site.Call;
+    }
+    if (Loop.Loop.isValid() && C.Loop.Loop.isInvalid()) {
+      C.Loop.Loop = Loop.Loop;
+      C.Loop.LoopWithoutBackward = Loop.LoopWithoutBackward;
+      if (!C.LoopCall)
+        C.LoopCall = Site.Call;
+    }
+    if (First) {
+      Joined = std::move(Here);
+      First = false;
+    } else {
+      Joined->joinWith(Here);
+    }
+  }
+  C.CountAtLeast = MaxCount;
+  C.CountProof = MaxProof;
+  if (Joined) {
+    C.Entry = std::move(*Joined);
+    // The calls that the analysis saw are all the calls; one TU of an audit
+    // may not see the others: its audit facts join in.
+    if (External) {
+      C.Entry.joinWith(External->Entry);
+      if (External->CountAtLeast > C.CountAtLeast)
+        C.CountAtLeast = External->CountAtLeast;
+    }
+  }
+  return C;
+}
+
+} // namespace clang::tidy::torch

@@ -1,0 +1,860 @@
+//===--- Evaluate.cpp - torch-tidy ----------------------------------------===//
+//
+// FlowModel::evaluate: the facts of the value an expression computes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "Summary.h"
+#include "api/Devices.h"
+#include "api/StdLibrary.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/StmtCXX.h"
+#include "llvm/ADT/StringSwitch.h"
+
+namespace clang::tidy::torch {
+
+/// "cuda", "cuda:3", "cpu" and friends, as c10::Device parses them.
+static DeviceValue parseDeviceString(llvm::StringRef S) {
+  auto [Type, Index] = S.split(':');
+  int Ordinal = -1;
+  if (!Index.empty() && Index.getAsInteger(10, Ordinal))
+    return DeviceValue::unknown();
+  if (Type == "cuda")
+    return DeviceValue::cuda(Ordinal);
+  if (Type == "cpu")
+    return DeviceValue::cpu();
+  if (Type == "mps" || Type == "meta" || Type == "xpu" || Type == "hip")
+    return DeviceValue::other();
+  return DeviceValue::unknown();
+}
+
+static DeviceValue deviceFromEnumName(llvm::StringRef Name) {
+  return llvm::StringSwitch<DeviceValue>(Name)
+      .Cases("kCUDA", "CUDA", DeviceValue::cuda())
+      .Cases("kCPU", "CPU", DeviceValue::cpu())
+      .Default(DeviceValue::other());
+}
+
+/// Tensor methods that return their receiver's storage or a same-shaped
+/// copy: the result keeps the receiver's dimensionality.
+static bool keepsShape(llvm::StringRef Method) {
+  return llvm::StringSwitch<bool>(Method)
+      .Cases("to", "cuda", "cpu", "pin_memory", "contiguous", "clone", true)
+      .Cases("detach", "detach_", "requires_grad_", "relu", "sigmoid", true)
+      .Cases("tanh", "exp", "log", "abs", "neg", "zero_", "add_", true)
+      .Cases("mul_", "sub_", "div_", "copy_", "float", "half", true)
+      .Default(false);
+}
+
+/// The declaration that names a symbolic device held at \p L.
+static const NamedDecl *holderOf(const Location &L) {
+  for (unsigned I = L.Depth; I-- > 0;)
+    if (const FieldDecl *F = Selector::fromRaw(L.Path[I]).asField())
+      return F;
+  return L.Root;
+}
+
+Sourced<DeviceValue> FlowModel::evaluateDeviceSpec(const Expr *E,
+                                                   const State &S) const {
+  if (!E)
+    return {};
+  const Expr *Stripped = stripConversions(E);
+  SourceLocation Loc = Stripped->getBeginLoc();
+  if (const auto *Str = dyn_cast<StringLiteral>(Stripped))
+    return {parseDeviceString(Str->getString()), Loc};
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(Stripped)) {
+    if (const auto *EC = dyn_cast<EnumConstantDecl>(Ref->getDecl()))
+      if (isDeviceTypeEnum(EC->getType()))
+        return {deviceFromEnumName(EC->getName()), Loc};
+    if (const auto *VD = dyn_cast<VarDecl>(Ref->getDecl()))
+      if (isDeviceTypeEnum(VD->getType()) && VD->isConstexpr() &&
+          VD->getName().starts_with("k"))
+        return {deviceFromEnumName(VD->getName()), Loc};
+  }
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped)) {
+    // torch::Device(type, index).
+    if (isDeviceType(Construct->getType()) && Construct->getNumArgs() >= 1) {
+      Sourced<DeviceValue> Type = evaluateDeviceSpec(Construct->getArg(0), S);
+      if (!Type.Value.isCUDA() || Construct->getNumArgs() < 2 ||
+          isa<CXXDefaultArgExpr>(Construct->getArg(1)))
+        return {Type.Value, Loc};
+      Expr::EvalResult Index;
+      if (!Construct->getArg(1)->isValueDependent() &&
+          Construct->getArg(1)->EvaluateAsInt(Index, Ctx))
+        return {DeviceValue::cuda(Index.Val.getInt().getExtValue()), Loc};
+      return {DeviceValue::unknown(), Loc};
+    }
+  }
+  return evaluate(Stripped, S).Device;
+}
+
+/// A device written out in place: a string, an enumerator, Device(...).
+static bool isDeviceLiteral(const Expr *E) {
+  if (isa<StringLiteral>(E))
+    return true;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    return isDeviceTypeEnum(Ref->getType()) &&
+           (isa<EnumConstantDecl>(Ref->getDecl()) ||
+            (isa<VarDecl>(Ref->getDecl()) &&
+             cast<VarDecl>(Ref->getDecl())->isConstexpr()));
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E))
+    return isDeviceType(Construct->getType()) && Construct->getNumArgs() >= 1 &&
+           !isDeviceType(Construct->getArg(0)->getType());
+  return false;
+}
+
+std::optional<bool> FlowModel::evaluateBool(const Expr *E,
+                                            const State &S) const {
+  if (!E)
+    return std::nullopt;
+  std::optional<int64_t> V = evaluateScalar(E, S).Known;
+  if (!V)
+    return std::nullopt;
+  return *V != 0;
+}
+
+/// The constant \p E folds to.
+static std::optional<int64_t> constantOf(const Expr *E, const ASTContext &Ctx) {
+  if (E->isValueDependent() || E->isTypeDependent())
+    return std::nullopt;
+  if (E->getType()->isBooleanType()) {
+    bool B = false;
+    if (E->EvaluateAsBooleanCondition(B, Ctx))
+      return B;
+    return std::nullopt;
+  }
+  if (!E->getType()->isIntegralOrEnumerationType())
+    return std::nullopt;
+  Expr::EvalResult R;
+  if (E->EvaluateAsInt(R, Ctx) && R.Val.isInt() &&
+      R.Val.getInt().getSignificantBits() <= 63)
+    return R.Val.getInt().getExtValue();
+  return std::nullopt;
+}
+
+/// A device count as a truth value: nonzero means CUDA is there.
+static ScalarFacts asCondition(ScalarFacts F) {
+  if (F.IsDeviceCount) {
+    F.IfTrue.Cuda = true;
+    F.IfTrue.CountAtLeast = std::max<int64_t>(F.IfTrue.CountAtLeast, 1);
+    F.IsDeviceCount = false;
+  }
+  return F;
+}
+
+ScalarFacts FlowModel::evaluateComparison(const Expr &E, BinaryOperatorKind Op,
+                                          const Expr *L, const Expr *R,
+                                          const State &S) const {
+  ScalarFacts Out;
+  ScalarFacts A = evaluateScalar(L, S), B = evaluateScalar(R, S);
+  if (A.Known && B.Known) {
+    int64_t X = *A.Known, Y = *B.Known;
+    bool V = Op == BO_EQ   ? X == Y
+             : Op == BO_NE ? X != Y
+             : Op == BO_LT ? X < Y
+             : Op == BO_GT ? X > Y
+             : Op == BO_LE ? X <= Y
+                           : X >= Y;
+    Out.Known = V;
+    return Out;
+  }
+  if (A.IsDeviceCount == B.IsDeviceCount)
+    return Out;
+  // Read as `count OP bound`.
+  if (B.IsDeviceCount) {
+    std::swap(A, B);
+    Op = BinaryOperator::reverseComparisonOp(Op);
+  }
+  Out.CountComparison = &E;
+  // A bound the program picks (an ordinal, a world size): the comparison
+  // guards every ordinal in what it controls.
+  if (!B.Known) {
+    if (Op == BO_GT || Op == BO_GE || Op == BO_NE)
+      Out.IfTrue = {true, EveryDevice};
+    else if (Op == BO_LT || Op == BO_LE || Op == BO_EQ)
+      Out.IfFalse = {Op != BO_EQ, Op == BO_EQ ? 0 : EveryDevice};
+    return Out;
+  }
+  int64_t K = *B.Known;
+  // The count proven when the comparison is true / false.
+  auto AtLeast = [](int64_t N) {
+    return Implication{N >= 1, std::max<int64_t>(N, 0)};
+  };
+  switch (Op) {
+  case BO_GT: // count > K
+    Out.IfTrue = AtLeast(K + 1);
+    break;
+  case BO_GE:
+    Out.IfTrue = AtLeast(K);
+    break;
+  case BO_LT: // count < K: false means count >= K
+    Out.IfFalse = AtLeast(K);
+    break;
+  case BO_LE:
+    Out.IfFalse = AtLeast(K + 1);
+    break;
+  case BO_EQ:
+    Out.IfTrue = AtLeast(K);
+    if (K == 0)
+      Out.IfFalse = AtLeast(1);
+    break;
+  case BO_NE:
+    Out.IfFalse = AtLeast(K);
+    if (K == 0)
+      Out.IfTrue = AtLeast(1);
+    break;
+  default:
+    break;
+  }
+  return Out;
+}
+
+ScalarFacts FlowModel::evaluateScalar(const Expr *E, const State &S) const {
+  ScalarFacts F;
+  if (!E)
+    return F;
+  E = E->IgnoreParens();
+  if (const auto *FE = dyn_cast<FullExpr>(E))
+    return evaluateScalar(FE->getSubExpr(), S);
+  if (const auto *Cast = dyn_cast<CastExpr>(E)) {
+    ScalarFacts Inner = evaluateScalar(Cast->getSubExpr(), S);
+    if (Cast->getCastKind() == CK_IntegralToBoolean ||
+        Cast->getType()->isBooleanType())
+      Inner = asCondition(Inner);
+    if (Inner.Known && Cast->getType()->isBooleanType())
+      Inner.Known = *Inner.Known != 0;
+    if (!Inner.empty())
+      return Inner;
+  }
+  if (std::optional<int64_t> C = constantOf(E, Ctx)) {
+    F.Known = C;
+    return F;
+  }
+  // c10::optional<bool>(true) holds true.
+  E = stripConversions(E);
+  if (std::optional<int64_t> C = constantOf(E, Ctx)) {
+    F.Known = C;
+    return F;
+  }
+  if (const auto *UO = dyn_cast<UnaryOperator>(E)) {
+    if (UO->getOpcode() == UO_LNot) {
+      ScalarFacts Inner = asCondition(evaluateScalar(UO->getSubExpr(), S));
+      F.IfTrue = Inner.IfFalse;
+      F.IfFalse = Inner.IfTrue;
+      F.CountComparison = Inner.CountComparison;
+      if (Inner.Known)
+        F.Known = *Inner.Known == 0;
+    }
+    return F;
+  }
+  if (const auto *BO = dyn_cast<BinaryOperator>(E)) {
+    BinaryOperatorKind Op = BO->getOpcode();
+    if (BO->isComparisonOp())
+      return evaluateComparison(*BO, Op, BO->getLHS(), BO->getRHS(), S);
+    if (BO->isLogicalOp()) {
+      ScalarFacts A = asCondition(evaluateScalar(BO->getLHS(), S));
+      ScalarFacts B = asCondition(evaluateScalar(BO->getRHS(), S));
+      auto Both = [](const Implication &X, const Implication &Y) {
+        return Implication{X.Cuda || Y.Cuda,
+                           std::max(X.CountAtLeast, Y.CountAtLeast)};
+      };
+      auto Either = [](const Implication &X, const Implication &Y) {
+        return Implication{X.Cuda && Y.Cuda,
+                           std::min(X.CountAtLeast, Y.CountAtLeast)};
+      };
+      if (Op == BO_LAnd) {
+        F.IfTrue = Both(A.IfTrue, B.IfTrue);
+        F.IfFalse = Either(A.IfFalse, B.IfFalse);
+        if (A.Known == 0 || B.Known == 0)
+          F.Known = 0;
+        else if (A.Known && B.Known)
+          F.Known = 1;
+      } else {
+        F.IfTrue = Either(A.IfTrue, B.IfTrue);
+        F.IfFalse = Both(A.IfFalse, B.IfFalse);
+        if ((A.Known && *A.Known) || (B.Known && *B.Known))
+          F.Known = 1;
+        else if (A.Known && B.Known)
+          F.Known = 0;
+      }
+      F.CountComparison =
+          A.CountComparison ? A.CountComparison : B.CountComparison;
+      return F;
+    }
+    if (Op == BO_Assign || Op == BO_Comma)
+      return evaluateScalar(Op == BO_Comma ? BO->getRHS() : BO->getLHS(), S);
+    return F;
+  }
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+    // `d == torch::kCUDA` compares devices: no scalar facts.
+    if (Op->isComparisonOp())
+      return F;
+  }
+  if (const auto *Cond = dyn_cast<ConditionalOperator>(E)) {
+    ValueFacts A, B;
+    A.Scalar = evaluateScalar(Cond->getTrueExpr(), S);
+    B.Scalar = evaluateScalar(Cond->getFalseExpr(), S);
+    return joinFacts(A, B).Scalar;
+  }
+  if (Location L = locationOf(E))
+    return evaluateLocation(*E, L, S).Scalar;
+  if (const auto *Call = dyn_cast<CallExpr>(E)) {
+    if (const FunctionDecl *FD = Call->getDirectCallee()) {
+      if (isAvailabilityQuery(*FD, options())) {
+        F.IfTrue.Cuda = true;
+        return F;
+      }
+      if (isDeviceCountFunction(*FD, options())) {
+        F.IsDeviceCount = true;
+        return F;
+      }
+    }
+    // `device.is_cuda()`, `t.is_cuda()` prove nothing about availability;
+    // a user function's summary may (`bool has_gpu()`).
+    return evaluateCall(*Call, S).Scalar;
+  }
+  return F;
+}
+
+ValueFacts FlowModel::evaluateOptions(const Expr *E, const State &S) const {
+  ValueFacts F;
+  const Expr *Stripped = stripConversions(E);
+  const auto *Call = dyn_cast<CXXMemberCallExpr>(Stripped);
+  if (!Call) {
+    // A TensorOptions variable, or `torch::device(...)`, or a plain device.
+    if (Location L = locationOf(Stripped))
+      return evaluateLocation(*Stripped, L, S);
+    if (const auto *Free = dyn_cast<CallExpr>(Stripped)) {
+      // torch::device(d), torch::dtype(t), torch::requires_grad(): a fresh
+      // options value with one property set.
+      const FunctionDecl *FD = Free->getDirectCallee();
+      if (FD && FD->getIdentifier() && !isa<CXXMethodDecl>(FD) &&
+          isTensorOptionsType(Free->getType()) &&
+          (FD->getName() == "device" || FD->getName() == "dtype" ||
+           FD->getName() == "layout" || FD->getName() == "requires_grad")) {
+        F.Pin = {Pinning::Pageable, Free->getExprLoc()};
+        if (FD->getName() == "device" && Free->getNumArgs() == 1)
+          F.Device = evaluateDeviceSpec(Free->getArg(0), S);
+        else
+          F.DeviceUnset = true;
+        return F;
+      }
+      return evaluateCall(*Free, S);
+    }
+    if (isa<CXXConstructExpr>(Stripped) &&
+        isTensorOptionsType(Stripped->getType()) &&
+        cast<CXXConstructExpr>(Stripped)->getNumArgs() == 0) {
+      F.DeviceUnset = true; // TensorOptions()
+      F.Pin = {Pinning::Pageable, Stripped->getExprLoc()};
+      return F;
+    }
+    if (!isTensorOptionsType(Stripped->getType())) {
+      F.Device = evaluateDeviceSpec(Stripped, S);
+      F.Pin = {Pinning::Pageable, Stripped->getExprLoc()};
+    } else if (isa<CXXConstructExpr>(Stripped) &&
+               !cast<CXXConstructExpr>(Stripped)
+                    ->getConstructor()
+                    ->isCopyOrMoveConstructor()) {
+      // TensorOptions(kHalf), TensorOptions(kStrided): no device.
+      F.DeviceUnset = !isDeviceType(
+          cast<CXXConstructExpr>(Stripped)->getArg(0)->getType());
+      F.Pin = {Pinning::Pageable, Stripped->getExprLoc()};
+    }
+    return F;
+  }
+  const CXXMethodDecl *MD = Call->getMethodDecl();
+  if (tensorMethodName(*Call) == "options") {
+    F.Device = evaluate(Call->getImplicitObjectArgument(), S).Device;
+    return F;
+  }
+  if (!MD || !isTensorOptionsType(MD->getThisType()->getPointeeType()))
+    return evaluateCall(*Call, S);
+  F = evaluateOptions(Call->getImplicitObjectArgument(), S);
+  llvm::StringRef Name = MD->getIdentifier() ? MD->getName() : "";
+  if (Name == "device" && Call->getNumArgs() >= 1) {
+    F.DeviceUnset = false;
+    // `.device(torch::kCUDA, 1)` constructs the Device from both arguments.
+    if (Call->getNumArgs() == 2) {
+      Sourced<DeviceValue> Type = evaluateDeviceSpec(Call->getArg(0), S);
+      Expr::EvalResult Index;
+      if (Type.Value.isCUDA() && !Call->getArg(1)->isValueDependent() &&
+          Call->getArg(1)->EvaluateAsInt(Index, Ctx))
+        Type.Value = DeviceValue::cuda(Index.Val.getInt().getExtValue());
+      F.Device = Type;
+    } else {
+      F.Device = evaluateDeviceSpec(Call->getArg(0), S);
+    }
+  } else if (Name == "pinned_memory" && Call->getNumArgs() == 1) {
+    std::optional<bool> Pinned = evaluateBool(Call->getArg(0), S);
+    F.Pin = {Pinned ? (*Pinned ? Pinning::Pinned : Pinning::Pageable)
+                    : Pinning::Unknown,
+             Call->getExprLoc()};
+  } else if (Name == "requires_grad") {
+    F.Graph = {};
+  }
+  return F;
+}
+
+/// Whether the range-for statement that declares \p Var walks a
+/// torch::data loader.
+static bool isLoaderBatch(const VarDecl &Var, ASTContext &Ctx) {
+  if (!isDataExampleType(Var.getType()))
+    return false;
+  for (const auto &Parent : userCodeParents(Var, Ctx))
+    if (const auto *DS = Parent.get<DeclStmt>())
+      for (const auto &GrandParent : userCodeParents(*DS, Ctx))
+        if (const auto *For = GrandParent.get<CXXForRangeStmt>())
+          if (For->getLoopVarStmt() == DS)
+            return true;
+  return false;
+}
+
+ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
+                                       const State &S) const {
+  if (const ValueFacts *F = S.lookup(L)) {
+    if (!F->Empty)
+      return *F;
+    // Nothing written yet: an element of an empty container.
+    return ValueFacts();
+  }
+  ValueFacts F;
+  if (L.Kind == Location::Global && L.Depth == 0)
+    if (const auto *Global = dyn_cast<VarDecl>(L.Root))
+      F = Program.globalFacts(*Global);
+  // A torch::Device that is not a known constant: the symbolic device
+  // "whatever it holds".
+  if (isDeviceType(E.getType()) && !F.Device.Value.isKnown())
+    if (const NamedDecl *Holder = holderOf(L)) {
+      F.Device = {DeviceValue::symbolic(Holder), E.getBeginLoc()};
+      return F;
+    }
+  // `batch.data` / `batch.target` of a torch::data loader's batch: the
+  // loader collates on the CPU into pageable memory.
+  if (L.Kind == Location::Local && L.Depth == 1 && isTensorType(E.getType()))
+    if (const FieldDecl *Field = L.last().asField())
+      if (const auto *Batch = dyn_cast<VarDecl>(L.Root))
+        if ((Field->getName() == "data" || Field->getName() == "target") &&
+            isLoaderBatch(*Batch, Ctx)) {
+          F.Device = {DeviceValue::cpu(), Batch->getLocation()};
+          F.Pin = {Pinning::Pageable, Batch->getLocation()};
+          F.Graph = {GraphState::NoGraph, Batch->getLocation()};
+        }
+  return F;
+}
+
+ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
+  ValueFacts F;
+  if (!E)
+    return F;
+  E = stripConversions(E);
+  if (const auto *Cond = dyn_cast<ConditionalOperator>(E))
+    return joinFacts(evaluate(Cond->getTrueExpr(), S),
+                     evaluate(Cond->getFalseExpr(), S));
+  if (Location L = locationOf(E))
+    return evaluateLocation(*E, L, S);
+  if (E->getType()->isBooleanType() || E->getType()->isIntegerType()) {
+    F.Scalar = evaluateScalar(E, S);
+    if (!isa<CallExpr>(E))
+      return F;
+  }
+  if (isDeviceLiteral(E)) {
+    F.Device = evaluateDeviceSpec(E, S);
+    return F;
+  }
+  if (isTensorOptionsType(E->getType()))
+    return evaluateOptions(E, S);
+  if (const auto *BO = dyn_cast<BinaryOperator>(E)) {
+    if (BO->isAssignmentOp() || BO->getOpcode() == BO_Comma)
+      return evaluate(BO->getOpcode() == BO_Comma ? BO->getRHS() : BO->getLHS(),
+                      S);
+    return F;
+  }
+  if (const auto *Lambda = dyn_cast<LambdaExpr>(E)) {
+    F.Callable = Lambda->getCallOperator();
+    return F;
+  }
+  ModuleCall MC;
+  if (matchModuleCall(*E, MC))
+    return evaluateModuleCall(*E, MC, S);
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+    switch (Op->getOperator()) {
+    case OO_Plus:
+    case OO_Minus:
+    case OO_Star:
+    case OO_Slash:
+      if (Op->getNumArgs() == 2 && isTensorType(Op->getType()))
+        return evaluateOperator(*E, {Op->getArg(0), Op->getArg(1)}, S);
+      if (Op->getNumArgs() == 1 && isTensorType(Op->getType()))
+        return evaluateOperator(*E, {Op->getArg(0)}, S);
+      return F;
+    case OO_PlusEqual:
+    case OO_MinusEqual:
+    case OO_StarEqual:
+    case OO_SlashEqual:
+    case OO_Equal:
+      return evaluate(Op->getArg(0), S);
+    default:
+      break;
+    }
+  }
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E))
+    return evaluateConstruction(*Construct, S);
+  if (const auto *Call = dyn_cast<CallExpr>(E)) {
+    ValueFacts R = evaluateCall(*Call, S);
+    if (!F.Scalar.empty())
+      R.Scalar = F.Scalar;
+    return R;
+  }
+  return F;
+}
+
+ValueFacts FlowModel::evaluateOperator(const Expr &E,
+                                       llvm::ArrayRef<const Expr *> Ops,
+                                       const State &S) const {
+  ValueFacts F;
+  bool AnyInGraph = false, AllNoGraph = true, First = true;
+  F.MayBeZeroDim = true;
+  for (const Expr *Op : Ops) {
+    if (!isTensorType(Op->getType()))
+      continue;
+    ValueFacts OpFacts = evaluate(Op, S);
+    if (First)
+      F.Device = OpFacts.Device;
+    else if (F.Device != OpFacts.Device)
+      F.Device = {};
+    First = false;
+    AnyInGraph |= OpFacts.Graph.Value == GraphState::InGraph;
+    AllNoGraph &= OpFacts.Graph.Value == GraphState::NoGraph;
+    F.MayBeZeroDim &= OpFacts.MayBeZeroDim;
+    for (const Stmt *A : OpFacts.GraphSources)
+      if (!llvm::is_contained(F.GraphSources, A))
+        F.GraphSources.push_back(A);
+  }
+  if (F.Device.Value.isKnown() && !F.Device.Entry) {
+    F.Device.Origin = E.getExprLoc();
+    F.Device.Via = nullptr;
+  }
+  if (S.path().Grad == GradMode::Disabled || AllNoGraph)
+    F.Graph = {GraphState::NoGraph, E.getExprLoc()};
+  else if (AnyInGraph)
+    F.Graph = {GraphState::InGraph, E.getExprLoc()};
+  if (F.Device.Value.isCPU())
+    F.Pin = {Pinning::Pageable, E.getExprLoc()};
+  return F;
+}
+
+ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
+                                         const State &S) const {
+  ValueFacts F;
+  // A forward that runs returns on its input's device, which is the
+  // module's.
+  ValueFacts Module = evaluate(MC.Module, S);
+  F.Device = Module.Device;
+  if (Module.HasParameters == Tri::No || !F.Device.Value.isKnown()) {
+    if (!MC.Inputs.empty()) {
+      Sourced<DeviceValue> Input = evaluate(MC.Inputs[0], S).Device;
+      if (Input.Value.isKnown() || !F.Device.Entry)
+        F.Device = Input;
+    }
+  }
+  if (F.Device.Value.isKnown() && !F.Device.Entry) {
+    F.Device.Origin = E.getExprLoc();
+    F.Device.Via = nullptr;
+  }
+  if (S.path().Grad == GradMode::Disabled)
+    F.Graph = {GraphState::NoGraph, E.getExprLoc()};
+  else if (S.path().Grad == GradMode::Enabled ||
+           S.path().Grad == GradMode::Entry)
+    F.Graph = {GraphState::InGraph, E.getExprLoc()};
+  // The forward's graph, and its inputs', stay alive as long as the output.
+  for (const Expr *In : MC.Inputs)
+    for (const Stmt *Source : evaluate(In, S).GraphSources)
+      if (!llvm::is_contained(F.GraphSources, Source))
+        F.GraphSources.push_back(Source);
+  if (F.Graph.Value == GraphState::InGraph &&
+      !llvm::is_contained(F.GraphSources, &E))
+    F.GraphSources.push_back(&E);
+  // A parameterless module (a loss) records a graph only from its inputs.
+  if (Module.HasParameters == Tri::No && F.Graph.Value == GraphState::InGraph) {
+    bool AnyGraph = false;
+    for (const Expr *In : MC.Inputs)
+      AnyGraph |= evaluate(In, S).Graph.Value != GraphState::NoGraph;
+    if (!AnyGraph)
+      F.Graph = {GraphState::NoGraph, E.getExprLoc()};
+  }
+  return F;
+}
+
+ValueFacts FlowModel::evaluateConstruction(const CXXConstructExpr &E,
+                                           const State &S) const {
+  ValueFacts F;
+  QualType T = E.getType();
+  if (isModuleHandleType(T)) {
+    // A module built here: parameters on the CPU unless its constructor
+    // moves it; no parameters at all for a parameterless one.
+    const ModuleClassFacts &Class = Program.moduleClassFacts(T);
+    if (E.getNumArgs() == 1 && E.getArg(0)->getType()->isNullPtrType()) {
+      F.Empty = true;
+      return F;
+    }
+    if (!Class.ConstructorMoves)
+      F.Device = {DeviceValue::cpu(), E.getExprLoc()};
+    F.HasParameters = Class.HasParameters;
+    F.ModeLayers = Class.ModeLayers;
+    F.Mode = {ModuleMode::Train, E.getExprLoc()};
+    return F;
+  }
+  if (isTensorType(T) && E.getNumArgs() == 0) {
+    F.Empty = true; // an undefined tensor
+    return F;
+  }
+  return F;
+}
+
+ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
+                                   const State &S) const {
+  ValueFacts F;
+  SourceLocation Loc = Call.getExprLoc();
+  llvm::StringRef Method = tensorMethodName(Call);
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!Method.empty()) {
+    F = evaluateTensorMethod(Call, Method, S);
+  } else if (FD) {
+    if (isTensorFactory(*FD, options())) {
+      F = evaluateFactory(Call, S);
+    } else if (isPinnedAllocator(*FD, options())) {
+      F.Device = {DeviceValue::cpu(), Loc};
+      F.Pin = {Pinning::Pinned, Loc};
+      F.Graph = {GraphState::NoGraph, Loc};
+    } else if (isLikeFactory(*FD) && Call.getNumArgs() >= 1) {
+      ValueFacts Source = evaluate(Call.getArg(0), S);
+      F.Device = {Source.Device.Value, Loc};
+      F.Device.Entry = Source.Device.Entry;
+      for (const Expr *Arg : Call.arguments())
+        if (isTensorOptionsType(Arg->getType()) && !isa<CXXDefaultArgExpr>(Arg)) {
+          ValueFacts Options = evaluateOptions(Arg, S);
+          if (Options.Device.Value.isKnown())
+            F.Device = {Options.Device.Value, Loc};
+        }
+      if (F.Device.Value.isCPU() && Source.Pin.Value == Pinning::Pageable)
+        F.Pin = {Pinning::Pageable, Loc};
+      F.Graph = {GraphState::NoGraph, Loc};
+      F.MayBeZeroDim = Source.MayBeZeroDim;
+    } else if (isTensorType(Call.getType()) && isTorchFunction(*FD)) {
+      // Every other LibTorch function of tensors (cat, matmul, softmax,
+      // isnan, the functional losses, ...) computes on its operands' device.
+      llvm::SmallVector<const Expr *, 4> Operands;
+      for (const Expr *Arg : Call.arguments()) {
+        const Expr *Stripped = stripConversions(Arg);
+        if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(Stripped))
+          Stripped = stripConversions(Std->getSubExpr());
+        if (const auto *List = dyn_cast<InitListExpr>(Stripped))
+          Operands.append(List->inits().begin(), List->inits().end());
+        else if (isTensorType(Arg->getType()))
+          Operands.push_back(Arg);
+      }
+      F = evaluateOperator(Call, Operands, S);
+      // `torch::stack(losses)`: the elements of a container argument.
+      for (const Expr *Arg : Call.arguments())
+        if (containerRecord(Arg->getType()))
+          if (Location C = locationOf(stripConversions(Arg)))
+            if (const ValueFacts *Elements =
+                    S.lookup(C.child(Selector::element()))) {
+              for (const Stmt *Source : Elements->GraphSources)
+                if (!llvm::is_contained(F.GraphSources, Source))
+                  F.GraphSources.push_back(Source);
+              if (Elements->Graph.Value == GraphState::InGraph &&
+                  F.Graph.Value == GraphState::Unknown)
+                F.Graph = Elements->Graph;
+            }
+      if (isLossFunction(*FD) && F.Graph.Value == GraphState::Unknown &&
+          S.path().Grad != GradMode::Disabled)
+        F.Graph = {GraphState::InGraph, Loc};
+      F.MayBeZeroDim = true;
+    } else if (const FunctionSummary *Summary = Program.summaryForCall(Call)) {
+      ResolvedCall R = resolve(Call);
+      F = instantiate(Summary->returned(), R, S);
+    } else if (const Expr *Object = memberCallObject(Call);
+               Object && isModuleHandleType(Object->getType()) &&
+               FD->getIdentifier() && FD->getName() == "clone") {
+      // `net->clone()` keeps the device of the module it copies.
+      F = evaluate(Object, S);
+    }
+    // A helper such as pick_device() that proves no constant: whatever it
+    // returns.
+    if (isDeviceType(Call.getType()) && FD->getIdentifier() &&
+        !isa<CXXMethodDecl>(FD) && !F.Device.Value.isKnown())
+      F.Device = {DeviceValue::symbolic(FD), Loc};
+  }
+  if (const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call))
+    if (const CXXMethodDecl *MD = MC->getMethodDecl())
+      if (MD->getIdentifier() && MD->getName() == "device" &&
+          isTensorType(MD->getThisType()->getPointeeType()))
+        F.Device = evaluate(MC->getImplicitObjectArgument(), S).Device;
+  if (isTensorType(Call.getType()) && S.path().Grad == GradMode::Disabled)
+    F.Graph = {GraphState::NoGraph, Loc};
+  return F;
+}
+
+ValueFacts FlowModel::evaluateFactory(const CallExpr &Call,
+                                      const State &S) const {
+  ValueFacts F;
+  SourceLocation Loc = Call.getExprLoc();
+  F.Device = {DeviceValue::cpu(), Loc};
+  F.Graph = {GraphState::NoGraph, Loc};
+  F.MayBeZeroDim = isScalarFactoryCall(Call);
+  bool OptionsSayPinned = false, OptionsKnown = true;
+  for (const Expr *Arg : Call.arguments()) {
+    if (isa<CXXDefaultArgExpr>(Arg))
+      continue;
+    QualType T = Arg->getType();
+    if (!isTensorOptionsType(T) && !isDeviceType(T) && !isDeviceTypeEnum(T))
+      continue;
+    ValueFacts Options = evaluateOptions(Arg, S);
+    // Options without a device allocate on the CPU; options or a device we
+    // cannot see through decide the device themselves.
+    if (!Options.DeviceUnset) {
+      F.Device = Options.Device;
+      F.Device.Origin = Loc;
+    }
+    OptionsSayPinned |= Options.Pin.Value == Pinning::Pinned;
+    OptionsKnown &= Options.Pin.Value != Pinning::Unknown;
+  }
+  const FunctionDecl *FD = Call.getDirectCallee();
+  // from_blob wraps memory the program allocated: its kind decides.
+  bool FromUserMemory = FD && FD->getName() == "from_blob";
+  if (F.Device.Value.isCPU()) {
+    if (OptionsSayPinned)
+      F.Pin = {Pinning::Pinned, Loc};
+    else if (FromUserMemory && Call.getNumArgs() > 0)
+      F.Pin = {userMemoryPinning(Call.getArg(0)), Loc};
+    else if (OptionsKnown)
+      F.Pin = {Pinning::Pageable, Loc};
+    if (F.Pin.Value == Pinning::Unknown)
+      F.Pin = {};
+  }
+  return F;
+}
+
+ValueFacts FlowModel::evaluateConversion(const CallExpr &Call,
+                                         const ValueFacts &Source,
+                                         const State &S) const {
+  // Tensor::to overloads: (TensorOptions, ...), (Device, ScalarType, ...),
+  // (ScalarType, ...), (const Tensor &other, ...), and the 7-argument form.
+  ValueFacts F = Source;
+  SourceLocation Loc = Call.getExprLoc();
+  Sourced<DeviceValue> Target;
+  bool DeviceChanges = false, PinRequested = false;
+  if (const Expr *DeviceArg = argumentForParameter(Call, "device")) {
+    Target = evaluateDeviceSpec(DeviceArg, S);
+    DeviceChanges = true;
+  } else if (const Expr *Other = argumentForParameter(Call, "other")) {
+    Target = evaluate(Other, S).Device;
+    DeviceChanges = true;
+  } else if (const Expr *Options = argumentForParameter(Call, "options")) {
+    ValueFacts O = evaluateOptions(Options, S);
+    if (!O.DeviceUnset) {
+      Target = O.Device;
+      DeviceChanges = true;
+    }
+    PinRequested = O.Pin.Value == Pinning::Pinned;
+  }
+  if (DeviceChanges) {
+    F.Device = Target;
+    F.Device.Origin = Loc;
+    F.Device.Via = nullptr;
+    if (Target.Value.isCPU() && !Source.Device.Value.isCPU())
+      F.Pin = {PinRequested ? Pinning::Pinned : Pinning::Pageable, Loc};
+    else if (!Target.Value.isCPU())
+      F.Pin = {};
+  } else if (Source.Pin.Value == Pinning::Pinned) {
+    // A dtype conversion allocates a new, pageable, tensor.
+    F.Pin = {};
+  }
+  F.PendingCopy = SourceLocation();
+  F.PendingVia = nullptr;
+  if (Target.Value.isCPU() && Source.Device.Value.mayBeCUDA())
+    if (std::optional<bool> NonBlocking =
+            evaluateBool(argumentForParameter(Call, "non_blocking"), S))
+      if (*NonBlocking)
+        F.PendingCopy = Call.getExprLoc();
+  return F;
+}
+
+ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
+                                           llvm::StringRef Name,
+                                           const State &S) const {
+  SourceLocation Loc = Call.getExprLoc();
+  ValueFacts Source = evaluate(memberCallObject(Call), S);
+  ValueFacts F;
+  if (Name == "to")
+    return evaluateConversion(Call, Source, S);
+  if (Name == "cuda") {
+    F = Source;
+    F.Device = {DeviceValue::cuda(), Loc};
+    F.Pin = {};
+  } else if (Name == "cpu") {
+    F = Source;
+    F.PendingCopy = SourceLocation();
+    F.PendingVia = nullptr;
+    if (!Source.Device.Value.isCPU())
+      F.Pin = {Pinning::Pageable, Loc};
+    F.Device = {DeviceValue::cpu(), Loc};
+  } else if (Name == "pin_memory") {
+    F = Source;
+    F.Device = {DeviceValue::cpu(), Loc};
+    F.Pin = {Pinning::Pinned, Loc};
+  } else if (Name == "detach" || Name == "detach_") {
+    F = Source;
+    F.Graph = {GraphState::NoGraph, Loc};
+    F.GraphSources.clear();
+  } else if (Name.starts_with("new_")) {
+    F.Device = {Source.Device.Value, Loc};
+    F.Device.Entry = Source.Device.Entry;
+    for (const Expr *Arg : Call.arguments())
+      if (isTensorOptionsType(Arg->getType()) && !isa<CXXDefaultArgExpr>(Arg)) {
+        ValueFacts Options = evaluateOptions(Arg, S);
+        if (Options.Device.Value.isKnown())
+          F.Device = {Options.Device.Value, Loc};
+      }
+    if (F.Device.Value.isCPU())
+      F.Pin = {Pinning::Pageable, Loc};
+    F.Graph = {GraphState::NoGraph, Loc};
+    F.MayBeZeroDim = false;
+  } else if (isTensorType(Call.getType())) {
+    // Every other tensor method computes on its receiver's device.
+    F.Device = Source.Device;
+    F.Graph = Source.Graph;
+    F.GraphSources = Source.GraphSources;
+    bool InPlace = Call.getType()->isReferenceType();
+    if (InPlace) {
+      F.Pin = Source.Pin;
+      F.PendingCopy = Source.PendingCopy;
+      F.PendingVia = Source.PendingVia;
+    } else if (Source.Device.Value.isCPU()) {
+      F.Pin = {Pinning::Pageable, Loc};
+    }
+    if (Name == "requires_grad_")
+      F.Graph = {};
+    F.MayBeZeroDim = keepsShape(Name) ? Source.MayBeZeroDim : true;
+    if (Name == "contiguous" || Name == "clone")
+      F.Pin = Name == "clone" && Source.Device.Value.isCPU()
+                  ? Sourced<Pinning>{Pinning::Pageable, Loc}
+                  : Sourced<Pinning>{Source.Pin.Value == Pinning::Pinned
+                                         ? Pinning::Unknown
+                                         : Source.Pin.Value,
+                                     Source.Pin.Origin};
+    if (S.path().Grad == GradMode::Disabled)
+      F.Graph = {GraphState::NoGraph, Loc};
+  } else if (Call.getType()->isBooleanType() || Call.getType()->isIntegerType()) {
+    // `.item<bool>()`, `.numel()`: host scalars.
+  }
+  return F;
+}
+
+} // namespace clang::tidy::torch

@@ -1,0 +1,360 @@
+//===--- Facts.cpp - torch-tidy -------------------------------------------===//
+
+#include "Facts.h"
+#include "State.h"
+#include "llvm/ADT/STLExtras.h"
+
+namespace clang::tidy::torch {
+
+//===--- Value facts -------------------------------------------------------===//
+
+bool ValueFacts::operator==(const ValueFacts &O) const {
+  return Device == O.Device && Pin == O.Pin && Graph == O.Graph &&
+         Mode == O.Mode && ModeLayers == O.ModeLayers &&
+         HasParameters == O.HasParameters && PendingCopy == O.PendingCopy &&
+         MayBeZeroDim == O.MayBeZeroDim && DeviceUnset == O.DeviceUnset &&
+         Scalar == O.Scalar && Callable == O.Callable &&
+         GraphSources == O.GraphSources && Empty == O.Empty;
+}
+
+ValueFacts ValueFacts::atEntry(const ValueDecl &Holder) {
+  ValueFacts F;
+  F.Device.Entry = &Holder;
+  F.Pin.Entry = &Holder;
+  F.Graph.Entry = &Holder;
+  F.Mode.Entry = &Holder;
+  return F;
+}
+
+ValueFacts ValueFacts::withoutEntries() const {
+  ValueFacts F = *this;
+  F.Device.Entry = nullptr;
+  F.Pin.Entry = nullptr;
+  F.Graph.Entry = nullptr;
+  F.Mode.Entry = nullptr;
+  return F;
+}
+
+bool ValueFacts::dependsOnEntry() const {
+  return Device.Entry || Pin.Entry || Graph.Entry || Mode.Entry;
+}
+
+template <typename T>
+static Sourced<T> joinSourced(const Sourced<T> &A, const Sourced<T> &B) {
+  if (A != B)
+    return {};
+  // Keep one origin deterministically: the earlier one in the file.
+  if (B.Origin.isValid() &&
+      (!A.Origin.isValid() ||
+       B.Origin.getRawEncoding() < A.Origin.getRawEncoding()))
+    return B;
+  return A;
+}
+
+static Implication joinImplications(const Implication &A,
+                                    const Implication &B) {
+  return {A.Cuda && B.Cuda, std::min(A.CountAtLeast, B.CountAtLeast)};
+}
+
+static ScalarFacts joinScalars(const ScalarFacts &A, const ScalarFacts &B) {
+  ScalarFacts R;
+  if (A.Known == B.Known)
+    R.Known = A.Known;
+  R.IsDeviceCount = A.IsDeviceCount && B.IsDeviceCount;
+  R.IfTrue = joinImplications(A.IfTrue, B.IfTrue);
+  R.IfFalse = joinImplications(A.IfFalse, B.IfFalse);
+  if (R.IfTrue.CountAtLeast || R.IfFalse.CountAtLeast)
+    R.CountComparison = A.CountComparison ? A.CountComparison : B.CountComparison;
+  return R;
+}
+
+ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
+  if (A.Empty)
+    return B;
+  if (B.Empty)
+    return A;
+  ValueFacts R;
+  R.Device = joinSourced(A.Device, B.Device);
+  R.Pin = joinSourced(A.Pin, B.Pin);
+  R.Graph = joinSourced(A.Graph, B.Graph);
+  R.Mode = joinSourced(A.Mode, B.Mode);
+  R.ModeLayers = A.ModeLayers == B.ModeLayers ? A.ModeLayers : Tri::Unknown;
+  R.HasParameters =
+      A.HasParameters == B.HasParameters ? A.HasParameters : Tri::Unknown;
+  // A copy counts as pending only when it is pending on every path.
+  if (A.PendingCopy == B.PendingCopy) {
+    R.PendingCopy = A.PendingCopy;
+    R.PendingVia = A.PendingVia == B.PendingVia ? A.PendingVia : nullptr;
+  }
+  R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;
+  R.DeviceUnset = A.DeviceUnset && B.DeviceUnset;
+  R.Scalar = joinScalars(A.Scalar, B.Scalar);
+  R.Callable = A.Callable == B.Callable ? A.Callable : nullptr;
+  R.GraphSources = A.GraphSources;
+  for (const Stmt *S : B.GraphSources)
+    if (!llvm::is_contained(R.GraphSources, S))
+      R.GraphSources.push_back(S);
+  return R;
+}
+
+//===--- Path facts --------------------------------------------------------===//
+
+bool PathFacts::operator==(const PathFacts &O) const {
+  return Cuda == O.Cuda && CountAtLeast == O.CountAtLeast &&
+         Grad == O.Grad && GradGuards == O.GradGuards &&
+         UncheckedCuda == O.UncheckedCuda && CpuSelections == O.CpuSelections &&
+         AvailabilityChecks == O.AvailabilityChecks &&
+         GraphsBackpropagated == O.GraphsBackpropagated &&
+         GraphsEscaped == O.GraphsEscaped;
+}
+
+static GradMode joinGrad(GradMode A, GradMode B) {
+  return A == B ? A : GradMode::Unknown;
+}
+
+/// Adds the members of \p From missing from \p Into, keeping Into's order.
+template <typename T>
+static void unite(llvm::SmallVectorImpl<T> &Into, llvm::ArrayRef<T> From) {
+  for (const T &X : From)
+    if (!llvm::is_contained(Into, X))
+      Into.push_back(X);
+}
+
+PathFacts joinPaths(const PathFacts &A, const PathFacts &B) {
+  PathFacts R;
+  R.Cuda = std::min(A.Cuda, B.Cuda);
+  R.CountAtLeast = std::min(A.CountAtLeast, B.CountAtLeast);
+  R.CountProof = A.CountAtLeast <= B.CountAtLeast ? A.CountProof : B.CountProof;
+  R.Grad = joinGrad(A.Grad, B.Grad);
+  for (const auto &[Var, Mode] : A.GradGuards)
+    for (const auto &[OtherVar, OtherMode] : B.GradGuards)
+      if (Var == OtherVar)
+        R.GradGuards.push_back({Var, joinGrad(Mode, OtherMode)});
+  // A CUDA selection unchecked on one path is a fallback to the CPU when the
+  // other path made a CPU selection that this one did not: `use_gpu ?
+  // kCUDA : kCPU`, `if (flag) x.cuda(); else x.cpu();`.
+  auto Unchecked = [](const PathFacts &Mine, const PathFacts &Other,
+                      PathFacts &Out) {
+    bool OtherFellBack = llvm::any_of(Other.CpuSelections, [&](const Expr *C) {
+      return !llvm::is_contained(Mine.CpuSelections, C);
+    });
+    for (const auto &[Use, Guard] : Mine.UncheckedCuda) {
+      if (OtherFellBack && !Other.hasUncheckedCuda(Use))
+        continue;
+      auto It = llvm::find_if(Out.UncheckedCuda,
+                              [&](const auto &U) { return U.first == Use; });
+      if (It == Out.UncheckedCuda.end())
+        Out.UncheckedCuda.push_back({Use, Guard});
+      else
+        It->second = std::min(It->second, Guard);
+    }
+  };
+  Unchecked(A, B, R);
+  Unchecked(B, A, R);
+  R.CpuSelections.assign(A.CpuSelections.begin(), A.CpuSelections.end());
+  unite<const Expr *>(R.CpuSelections, B.CpuSelections);
+  R.AvailabilityChecks.assign(A.AvailabilityChecks.begin(),
+                              A.AvailabilityChecks.end());
+  unite<const Expr *>(R.AvailabilityChecks, B.AvailabilityChecks);
+  R.GraphsBackpropagated.assign(A.GraphsBackpropagated.begin(),
+                                A.GraphsBackpropagated.end());
+  unite<const Stmt *>(R.GraphsBackpropagated, B.GraphsBackpropagated);
+  R.GraphsEscaped.assign(A.GraphsEscaped.begin(), A.GraphsEscaped.end());
+  unite<const Stmt *>(R.GraphsEscaped, B.GraphsEscaped);
+  return R;
+}
+
+//===--- Locations ---------------------------------------------------------===//
+
+Location Location::child(Selector S) const {
+  if (!*this || Depth >= MaxDepth)
+    return {};
+  Location L = *this;
+  L.Path[L.Depth++] = S.raw();
+  return L;
+}
+
+Location Location::parent() const {
+  if (Depth == 0)
+    return {};
+  Location L = *this;
+  L.Path[--L.Depth] = 0;
+  return L;
+}
+
+bool Location::hasPrefix(const Location &Prefix) const {
+  if (Root != Prefix.Root || Kind != Prefix.Kind || Depth < Prefix.Depth)
+    return false;
+  for (unsigned I = 0; I < Prefix.Depth; ++I)
+    if (Path[I] != Prefix.Path[I])
+      return false;
+  return true;
+}
+
+Location Location::replacePrefix(const Location &Prefix,
+                                 const Location &To) const {
+  if (!hasPrefix(Prefix) || !To)
+    return {};
+  Location L = To;
+  for (unsigned I = Prefix.Depth; I < Depth; ++I) {
+    L = L.child(Selector::fromRaw(Path[I]));
+    if (!L)
+      return {};
+  }
+  return L;
+}
+
+Location Location::rebased(const Location &NewRoot) const {
+  Location Root = *this;
+  while (Root.Depth)
+    Root = Root.parent();
+  return replacePrefix(Root, NewRoot);
+}
+
+bool Location::isElement() const {
+  for (unsigned I = 0; I < Depth; ++I)
+    if (Selector::fromRaw(Path[I]).isElement())
+      return true;
+  return false;
+}
+
+static unsigned placeOf(const Decl *D) {
+  return D ? D->getLocation().getRawEncoding() : 0;
+}
+
+static unsigned placeOf(uintptr_t Raw) {
+  Selector S = Selector::fromRaw(Raw);
+  if (const FieldDecl *F = S.asField())
+    return F->getLocation().getRawEncoding();
+  return unsigned(Raw);
+}
+
+bool Location::operator<(const Location &O) const {
+  if (Kind != O.Kind)
+    return Kind < O.Kind;
+  if (Root != O.Root)
+    return placeOf(Root) < placeOf(O.Root);
+  for (unsigned I = 0; I < MaxDepth; ++I)
+    if (Path[I] != O.Path[I])
+      return placeOf(Path[I]) < placeOf(O.Path[I]);
+  return false;
+}
+
+//===--- State -------------------------------------------------------------===//
+
+const ValueFacts *State::lookup(const Location &L) const {
+  auto It = Values.find(L);
+  return It == Values.end() ? nullptr : &It->second;
+}
+
+ValueFacts State::get(const Location &L) const {
+  const ValueFacts *F = lookup(L);
+  return F ? *F : ValueFacts();
+}
+
+void State::set(const Location &L, const ValueFacts &F) {
+  if (!L)
+    return;
+  if (F.isUnknown())
+    Values.erase(L);
+  else
+    Values[L] = F;
+}
+
+void State::joinInto(const Location &L, const ValueFacts &F) {
+  if (!L)
+    return;
+  const ValueFacts *Old = lookup(L);
+  // An element that nothing tracks may hold anything already.
+  if (!Old)
+    return;
+  set(L, joinFacts(*Old, F));
+}
+
+void State::forget(const Location &L) { Values.erase(L); }
+
+void State::forgetTree(const Location &L) {
+  llvm::SmallVector<Location, 4> Doomed;
+  for (const auto &Entry : Values)
+    if (Entry.first.hasPrefix(L))
+      Doomed.push_back(Entry.first);
+  for (const Location &D : Doomed)
+    Values.erase(D);
+}
+
+void State::forgetRoots(Location::RootKind Kind) {
+  llvm::SmallVector<Location, 4> Doomed;
+  for (const auto &Entry : Values)
+    if (Entry.first.Kind == Kind)
+      Doomed.push_back(Entry.first);
+  for (const Location &D : Doomed)
+    Values.erase(D);
+}
+
+llvm::SmallVector<Location, 4> State::tree(const Location &L) const {
+  llvm::SmallVector<Location, 4> Out;
+  for (const auto &Entry : Values)
+    if (Entry.first.hasPrefix(L))
+      Out.push_back(Entry.first);
+  llvm::sort(Out);
+  return Out;
+}
+
+void State::copyTree(const Location &From, const Location &To) {
+  if (!From || !To || From == To)
+    return;
+  llvm::SmallVector<std::pair<Location, ValueFacts>, 4> Copies;
+  for (const auto &Entry : Values)
+    if (Location Target = Entry.first.replacePrefix(From, To))
+      Copies.push_back({Target, Entry.second});
+  forgetTree(To);
+  for (auto &[L, F] : Copies)
+    set(L, F);
+}
+
+void State::completePendingCopies() {
+  for (auto &Entry : Values) {
+    Entry.second.PendingCopy = SourceLocation();
+    Entry.second.PendingVia = nullptr;
+  }
+}
+
+bool State::joinWith(const State &Other) {
+  bool Changed = false;
+  llvm::SmallVector<Location, 8> Doomed;
+  for (auto &Entry : Values) {
+    const ValueFacts *OtherFacts = Other.lookup(Entry.first);
+    // A location the other path does not track is unknown there, except an
+    // Empty one (nothing written yet), which keeps this side.
+    ValueFacts Joined =
+        OtherFacts ? joinFacts(Entry.second, *OtherFacts) : ValueFacts();
+    if (Joined != Entry.second) {
+      Changed = true;
+      if (Joined.isUnknown())
+        Doomed.push_back(Entry.first);
+      else
+        Entry.second = Joined;
+    }
+  }
+  for (const Location &L : Doomed)
+    Values.erase(L);
+  PathFacts JoinedPath = joinPaths(Path, Other.Path);
+  if (JoinedPath != Path) {
+    Path = std::move(JoinedPath);
+    Changed = true;
+  }
+  return Changed;
+}
+
+bool State::operator==(const State &O) const {
+  if (Values.size() != O.Values.size() || Path != O.Path)
+    return false;
+  for (const auto &Entry : Values) {
+    const ValueFacts *F = O.lookup(Entry.first);
+    if (!F || *F != Entry.second)
+      return false;
+  }
+  return true;
+}
+
+} // namespace clang::tidy::torch

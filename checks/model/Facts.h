@@ -1,0 +1,222 @@
+//===--- Facts.h - torch-tidy -----------------------------------*- C++ -*-===//
+//
+// What the one dataflow engine knows about a value at a program point, and
+// about the path that reaches it:
+//  - value facts (ValueFacts): device, memory kind, autograd graph, a pending
+//    asynchronous copy to the host, the module facts, the known value of a
+//    scalar and what a branch on it proves;
+//  - path facts (PathFacts): CUDA availability checked or not, the device
+//    count proven, whether autograd records.
+//
+// A fact may stand for "whatever X held when the function was entered"
+// (its Entry is set): a parameter, a member of `*this`, a global, a captured
+// variable. Summaries are written in those terms and instantiated at each
+// call; calling contexts give them values from the callers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_MODEL_FACTS_H
+#define TORCH_TIDY_MODEL_FACTS_H
+
+#include "DeviceLattice.h"
+#include "clang/AST/Decl.h"
+#include "clang/AST/Expr.h"
+#include "clang/Basic/SourceLocation.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include <limits>
+#include <optional>
+
+namespace clang::tidy::torch {
+
+/// Whether host memory is page-locked.
+enum class Pinning : unsigned char { Unknown, Pinned, Pageable };
+
+/// Whether a tensor keeps an autograd graph alive.
+enum class GraphState : unsigned char { Unknown, InGraph, NoGraph };
+
+/// Whether a module runs in training or evaluation mode.
+enum class ModuleMode : unsigned char { Unknown, Train, Eval };
+
+/// Yes, no, or not proven.
+enum class Tri : unsigned char { Unknown, Yes, No };
+
+/// One step of the path by which a fact crossed calls: the call, in the
+/// caller, of the function whose code established it. Steps are interned by
+/// the ProgramModel and live as long as it; a path lists the outermost call
+/// first.
+struct CallStep {
+  SourceLocation Call;
+  /// How notes name the callee: "'make_background()'".
+  llvm::StringRef Callee;
+  const CallStep *Next = nullptr;
+};
+
+/// One fact with the place that established it, for notes.
+///
+/// With Entry set, the fact stands for "whatever Entry held when the
+/// function was entered" (a ParmVarDecl, the FieldDecl of a member of
+/// `*this`, a global or captured VarDecl); Value is then what the calling
+/// context says (unknown when it says nothing).
+template <typename T> struct Sourced {
+  T Value{};
+  SourceLocation Origin;
+  const ValueDecl *Entry = nullptr;
+  /// The calls through which the fact reached this function; null when it
+  /// was established here.
+  const CallStep *Via = nullptr;
+  bool operator==(const Sourced &O) const {
+    return Value == O.Value && Entry == O.Entry;
+  }
+  bool operator!=(const Sourced &O) const { return !(*this == O); }
+  bool isKnown() const { return !(Value == T()); }
+};
+
+/// What taking a branch on a bool proves about the machine.
+struct Implication {
+  /// CUDA is available.
+  bool Cuda = false;
+  /// At least this many CUDA devices exist (0: nothing proven).
+  int64_t CountAtLeast = 0;
+  bool operator==(const Implication &O) const {
+    return Cuda == O.Cuda && CountAtLeast == O.CountAtLeast;
+  }
+  bool empty() const { return !Cuda && CountAtLeast == 0; }
+};
+
+/// What is known of a bool or integer value.
+struct ScalarFacts {
+  std::optional<int64_t> Known;
+  /// The value is the number of CUDA devices.
+  bool IsDeviceCount = false;
+  /// What a branch on the value proves when it is true / false.
+  Implication IfTrue, IfFalse;
+  /// The comparison that proves a device count, for notes.
+  const Expr *CountComparison = nullptr;
+  bool operator==(const ScalarFacts &O) const {
+    return Known == O.Known && IsDeviceCount == O.IsDeviceCount &&
+           IfTrue == O.IfTrue && IfFalse == O.IfFalse;
+  }
+  bool empty() const {
+    return !Known && !IsDeviceCount && IfTrue.empty() && IfFalse.empty();
+  }
+};
+
+/// A device count that proves every ordinal (a comparison against a value
+/// the program picks).
+constexpr int64_t EveryDevice = std::numeric_limits<int64_t>::max();
+
+struct ValueFacts {
+  Sourced<DeviceValue> Device{DeviceValue::unknown(), {}};
+  Sourced<Pinning> Pin{Pinning::Unknown, {}};
+  Sourced<GraphState> Graph{GraphState::Unknown, {}};
+  /// Modules: training or evaluation mode, and whether they hold a layer
+  /// whose behaviour depends on it (Dropout, BatchNorm, ...).
+  Sourced<ModuleMode> Mode{ModuleMode::Unknown, {}};
+  Tri ModeLayers = Tri::Unknown;
+  /// Modules: No when the module provably has no parameters or buffers
+  /// (a loss module): it has no device to mismatch.
+  Tri HasParameters = Tri::Unknown;
+  /// A non-blocking device-to-host copy that produced this value and that
+  /// no synchronisation has completed yet, on every path; invalid otherwise.
+  SourceLocation PendingCopy;
+  const CallStep *PendingVia = nullptr;
+  /// False when the tensor provably has at least one dimension; a 0-dim CPU
+  /// tensor may be combined with CUDA tensors by element-wise operators.
+  bool MayBeZeroDim = true;
+  /// A TensorOptions value that provably names no device: factories then
+  /// allocate on the CPU, and `.to(options)` keeps the tensor's device.
+  bool DeviceUnset = false;
+  /// Bools and integers.
+  ScalarFacts Scalar;
+  /// The lambda or function a callable (a lambda, a std::function) holds.
+  const FunctionDecl *Callable = nullptr;
+  /// The statements whose autograd graph this value keeps alive: the module
+  /// forwards it was computed from and the accumulations that added to it
+  /// (some path).
+  llvm::SmallVector<const Stmt *, 1> GraphSources;
+  /// No value yet: the element of an empty container, a default-constructed
+  /// tensor or holder. The bottom of the lattice: a join keeps the other side.
+  bool Empty = false;
+
+  bool operator==(const ValueFacts &O) const;
+  bool operator!=(const ValueFacts &O) const { return !(*this == O); }
+  /// Nothing known: the top of the lattice.
+  bool isUnknown() const { return *this == ValueFacts(); }
+
+  /// "Whatever \p Holder held at entry", for every fact a call can carry.
+  static ValueFacts atEntry(const ValueDecl &Holder);
+  /// These facts with their entry tags dropped; values stay (for facts that
+  /// outlive the function).
+  ValueFacts withoutEntries() const;
+  /// Whether any fact stands for an entry value.
+  bool dependsOnEntry() const;
+};
+
+/// Merges the facts of two paths: what both prove survives; a graph source
+/// on either path survives (a "some path" fact); an Empty side keeps the
+/// other.
+ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B);
+
+/// Whether CUDA was checked on the paths that reach a point.
+enum class CudaGuard : unsigned char {
+  /// Some path reaches it without CUDA: never checked since the program
+  /// started, or known unavailable.
+  Unguarded,
+  /// Not checked in this function: the callers decide.
+  Entry,
+  /// Every path passed a successful availability check.
+  Checked,
+};
+
+/// Whether autograd records at a point.
+enum class GradMode : unsigned char {
+  /// As at function entry: the callers decide.
+  Entry,
+  Enabled,
+  Disabled,
+  /// Set from a run-time value.
+  Unknown,
+};
+
+/// Facts about the path, not about one value.
+struct PathFacts {
+  bool hasUncheckedCuda(const Expr *Use) const {
+    for (const auto &U : UncheckedCuda)
+      if (U.first == Use)
+        return true;
+    return false;
+  }
+  CudaGuard Cuda = CudaGuard::Entry;
+  /// The CUDA device count proven on every path (0: nothing; the callers'
+  /// bound adds to it), and the comparison that proves it.
+  int64_t CountAtLeast = 0;
+  const Expr *CountProof = nullptr;
+  GradMode Grad = GradMode::Entry;
+  /// The RAII guards alive on this path, each with the grad mode its
+  /// destructor restores.
+  llvm::SmallVector<std::pair<const VarDecl *, GradMode>, 1> GradGuards;
+  /// CUDA selections made where CUDA was not checked and not yet known to
+  /// have a CPU fallback (torch-cuda-unguarded), in the order they ran, each
+  /// with the guard state where it ran.
+  llvm::SmallVector<std::pair<const Expr *, CudaGuard>, 2> UncheckedCuda;
+  /// Availability checks on the paths so far, for notes.
+  llvm::SmallVector<const Expr *, 1> AvailabilityChecks;
+  /// Graph sources that a backward() reached, and that went where the
+  /// analysis cannot follow (an opaque call), on some path.
+  llvm::SmallVector<const Stmt *, 2> GraphsBackpropagated;
+  llvm::SmallVector<const Stmt *, 2> GraphsEscaped;
+  /// CPU selections made on this path: a branch that picks the CPU where the
+  /// other picks CUDA is a fallback.
+  llvm::SmallVector<const Expr *, 2> CpuSelections;
+
+  bool operator==(const PathFacts &O) const;
+  bool operator!=(const PathFacts &O) const { return !(*this == O); }
+};
+
+/// Merges the path facts of two paths.
+PathFacts joinPaths(const PathFacts &A, const PathFacts &B);
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_MODEL_FACTS_H

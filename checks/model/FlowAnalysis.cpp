@@ -1,0 +1,541 @@
+//===--- FlowAnalysis.cpp - torch-tidy ------------------------------------===//
+
+#include "FlowAnalysis.h"
+#include "ProgramModel.h"
+#include "model/UserCodeParents.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/StmtCXX.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+
+using namespace clang::ast_matchers;
+
+namespace clang::tidy::torch {
+
+std::unique_ptr<FlowAnalysis> FlowAnalysis::run(const FunctionDecl &Function,
+                                                ProgramModel &Program,
+                                                State Entry,
+                                                unsigned VisitsPerBlock) {
+  const Stmt *Body = Function.getBody();
+  if (!Body)
+    return nullptr;
+  CFG::BuildOptions Options;
+  // The end of an RAII guard's scope restores what it saved.
+  Options.AddImplicitDtors = true;
+  Options.AddTemporaryDtors = false;
+  // A constructor's member initialisers run first: they set class state.
+  Options.AddInitializers = true;
+  Options.AddCXXDefaultInitExprInCtors = true;
+  std::unique_ptr<CFG> Graph =
+      CFG::buildCFG(&Function, const_cast<Stmt *>(Body),
+                    &Function.getASTContext(), Options);
+  if (!Graph)
+    return nullptr;
+  std::unique_ptr<FlowAnalysis> Analysis(
+      new FlowAnalysis(Function, Program, std::move(Graph), std::move(Entry)));
+  Analysis->solve(VisitsPerBlock);
+  return Analysis;
+}
+
+std::unique_ptr<FlowAnalysis>
+FlowAnalysis::runInitializer(const VarDecl &Global, ProgramModel &Program,
+                             State Entry) {
+  const Expr *Init = Global.getInit();
+  if (!Init)
+    return nullptr;
+  CFG::BuildOptions Options;
+  std::unique_ptr<CFG> Graph =
+      CFG::buildCFG(&Global, const_cast<Expr *>(Init),
+                    &Global.getASTContext(), Options);
+  if (!Graph)
+    return nullptr;
+  std::unique_ptr<FlowAnalysis> Analysis(
+      new FlowAnalysis(Global, Program, std::move(Graph), std::move(Entry)));
+  Analysis->solve(DefaultVisitsPerBlock);
+  return Analysis;
+}
+
+FlowAnalysis::FlowAnalysis(const Decl &Owner, ProgramModel &Program,
+                           std::unique_ptr<CFG> G, State E)
+    : Owner(Owner), Function(dyn_cast<FunctionDecl>(&Owner)), Program(Program),
+      Model(&Owner, Owner.getASTContext(), Program), Graph(std::move(G)),
+      Entry(std::move(E)) {
+  for (const CFGBlock *Block : *Graph)
+    for (const CFGElement &El : *Block)
+      if (auto S = El.getAs<CFGStmt>())
+        Elements.insert(S->getStmt());
+  BlockEntry.resize(Graph->getNumBlockIDs());
+  computeReversePostOrder();
+}
+
+void FlowAnalysis::computeReversePostOrder() {
+  // An explicit DFS: CFG edges pruned as unreachable (`for (;;)`'s exit)
+  // are null, which llvm::ReversePostOrderTraversal does not expect.
+  std::vector<bool> Seen(Graph->getNumBlockIDs(), false);
+  std::vector<std::pair<const CFGBlock *, CFGBlock::const_succ_iterator>> Stack;
+  const CFGBlock *Start = &Graph->getEntry();
+  Seen[Start->getBlockID()] = true;
+  Stack.push_back({Start, Start->succ_begin()});
+  while (!Stack.empty()) {
+    auto &[Block, Next] = Stack.back();
+    if (Next == Block->succ_end()) {
+      ReversePostOrder.push_back(Block);
+      Stack.pop_back();
+      continue;
+    }
+    const CFGBlock *Succ = Next->getReachableBlock();
+    ++Next;
+    if (Succ && !Seen[Succ->getBlockID()]) {
+      Seen[Succ->getBlockID()] = true;
+      Stack.push_back({Succ, Succ->succ_begin()});
+    }
+  }
+  std::reverse(ReversePostOrder.begin(), ReversePostOrder.end());
+}
+
+void FlowAnalysis::walk(const Stmt *S, bool IsElement, State &St,
+                        std::optional<Observer> Visit) const {
+  if (!S)
+    return;
+  // A sub-statement that is a CFG element of its own runs in its block.
+  if (!IsElement && Elements.contains(S))
+    return;
+  // Lambda bodies are analysed as functions of their own.
+  if (!isa<LambdaExpr>(S))
+    for (const Stmt *Child : S->children())
+      walk(Child, /*IsElement=*/false, St, Visit);
+  if (Visit)
+    (*Visit)(*S, St);
+  Model.transfer(*S, St);
+}
+
+void FlowAnalysis::runBlock(const CFGBlock &Block, State &St,
+                            std::optional<Observer> Visit) const {
+  for (const CFGElement &El : Block) {
+    if (auto S = El.getAs<CFGStmt>()) {
+      walk(S->getStmt(), /*IsElement=*/true, St, Visit);
+    } else if (auto Init = El.getAs<CFGInitializer>()) {
+      const CXXCtorInitializer *I = Init->getInitializer();
+      const Expr *Value = I->getInit();
+      if (const auto *Default = dyn_cast_or_null<CXXDefaultInitExpr>(Value))
+        Value = Default->getExpr();
+      walk(Value, /*IsElement=*/true, St, Visit);
+      Model.initializeMember(*I, St);
+    } else if (auto Dtor = El.getAs<CFGAutomaticObjDtor>()) {
+      Model.transferDestructor(*Dtor->getVarDecl(), St);
+    }
+  }
+}
+
+const State *FlowAnalysis::exitState() const {
+  const std::optional<State> &Exit = BlockEntry[Graph->getExit().getBlockID()];
+  return Exit ? &*Exit : nullptr;
+}
+
+std::vector<State> FlowAnalysis::endStates() const {
+  std::vector<State> Out;
+  for (const CFGBlock *Block : ReversePostOrder) {
+    if (Block == &Graph->getExit())
+      continue;
+    bool AnySuccessor = false;
+    for (const CFGBlock::AdjacentBlock &Succ : Block->succs())
+      AnySuccessor |= Succ.isReachable();
+    const std::optional<State> &In = BlockEntry[Block->getBlockID()];
+    if (AnySuccessor || !In)
+      continue;
+    State St = *In;
+    runBlock(*Block, St, std::nullopt);
+    Out.push_back(std::move(St));
+  }
+  if (const State *Exit = exitState())
+    Out.push_back(*Exit);
+  return Out;
+}
+
+/// The rightmost operand of `a && b` / `a || b`: the blocks of the operands
+/// before it decided theirs.
+static const Expr *rightmostOperand(const Expr *Cond) {
+  while (Cond) {
+    const auto *BO = dyn_cast<BinaryOperator>(Cond->IgnoreParenImpCasts());
+    if (!BO || !BO->isLogicalOp())
+      break;
+    Cond = BO->getRHS();
+  }
+  return Cond;
+}
+
+const Expr *FlowAnalysis::branchCondition(const CFGBlock &Block) const {
+  if (Block.succ_size() != 2)
+    return nullptr;
+  const Stmt *Terminator = Block.getTerminatorStmt();
+  const auto *Cond = dyn_cast_or_null<Expr>(
+      const_cast<CFGBlock &>(Block).getTerminatorCondition(false));
+  // The block of `a` in `a && b` has the `&&` itself as its terminator and
+  // `a` as its condition; the block that ends an if/loop condition has the
+  // whole condition, whose earlier operands are decided already.
+  if (Terminator && !isa<BinaryOperator>(Terminator))
+    Cond = rightmostOperand(Cond);
+  return Cond;
+}
+
+void FlowAnalysis::solve(unsigned VisitsPerBlock) {
+  std::vector<unsigned> Order(Graph->getNumBlockIDs(), 0);
+  for (unsigned I = 0; I < ReversePostOrder.size(); ++I)
+    Order[ReversePostOrder[I]->getBlockID()] = I;
+  std::set<unsigned> Worklist;
+  const CFGBlock &Start = Graph->getEntry();
+  BlockEntry[Start.getBlockID()] = Entry;
+  Worklist.insert(Order[Start.getBlockID()]);
+
+  size_t Budget = static_cast<size_t>(VisitsPerBlock) * ReversePostOrder.size();
+  while (!Worklist.empty()) {
+    if (Budget-- == 0) {
+      reportCap(VisitsPerBlock);
+      return; // Converged stays false.
+    }
+    const CFGBlock *Block = ReversePostOrder[*Worklist.begin()];
+    Worklist.erase(Worklist.begin());
+    State St = *BlockEntry[Block->getBlockID()];
+    runBlock(*Block, St, std::nullopt);
+
+    const Expr *Cond = branchCondition(*Block);
+    unsigned SuccIndex = 0;
+    for (const CFGBlock::AdjacentBlock &Succ : Block->succs()) {
+      unsigned Index = SuccIndex++;
+      if (!Succ.isReachable())
+        continue;
+      const CFGBlock *Next = Succ.getReachableBlock();
+      State Out = St;
+      if (Cond)
+        Model.refineOnBranch(Cond, /*Taken=*/Index == 0, Out);
+      std::optional<State> &In = BlockEntry[Next->getBlockID()];
+      bool Changed = !In.has_value();
+      if (!In)
+        In = std::move(Out);
+      else
+        Changed = In->joinWith(Out);
+      if (Changed)
+        Worklist.insert(Order[Next->getBlockID()]);
+    }
+  }
+  Converged = true;
+}
+
+static std::atomic<FlowAnalysis::CapReporter> CapReport{nullptr};
+
+void FlowAnalysis::setCapReporter(CapReporter Report) { CapReport = Report; }
+
+void FlowAnalysis::reportCap(unsigned VisitsPerBlock) const {
+  CapReporter Report = CapReport;
+  if (!Report)
+    return;
+  const SourceManager &SM = Owner.getASTContext().getSourceManager();
+  PresumedLoc Where =
+      SM.getPresumedLoc(SM.getExpansionLoc(Owner.getLocation()));
+  std::string Name = "a lambda";
+  const auto *Method = dyn_cast<CXXMethodDecl>(&Owner);
+  if (!Method || !Method->getParent()->isLambda())
+    if (const auto *ND = dyn_cast<NamedDecl>(&Owner))
+      Name = "'" + ND->getQualifiedNameAsString() + "'";
+  std::string Message = llvm::formatv(
+      "{0}:{1}:{2}: the dataflow analysis of {3} stopped after {4} visits per "
+      "block without converging; the flow-sensitive checks report nothing "
+      "in it",
+      Where.isValid() ? Where.getFilename() : "<unknown>",
+      Where.isValid() ? Where.getLine() : 0,
+      Where.isValid() ? Where.getColumn() : 0, Name, VisitsPerBlock);
+  // A function may be analysed more than once (with and without its
+  // callers' context).
+  static std::mutex ReportedMutex;
+  static llvm::StringSet<> Reported;
+  {
+    std::lock_guard<std::mutex> Lock(ReportedMutex);
+    if (!Reported.insert(Message).second)
+      return;
+  }
+  Report(Message);
+}
+
+void FlowAnalysis::replay(Observer Visit) const {
+  for (const CFGBlock *Block : ReversePostOrder) {
+    const std::optional<State> &In = BlockEntry[Block->getBlockID()];
+    if (!In)
+      continue;
+    State St = *In;
+    runBlock(*Block, St, Visit);
+  }
+}
+
+std::optional<State> FlowAnalysis::stateBefore(const Stmt &S) const {
+  const CFGBlock *Block = blockOf(S);
+  if (!Block)
+    return std::nullopt;
+  const std::optional<State> &In = BlockEntry[Block->getBlockID()];
+  if (!In)
+    return std::nullopt;
+  std::optional<State> Found;
+  State St = *In;
+  runBlock(*Block, St, [&](const Stmt &Visited, const State &Before) {
+    if (&Visited == &S && !Found)
+      Found = Before;
+  });
+  return Found;
+}
+
+//===--- Loops -------------------------------------------------------------===//
+
+namespace {
+/// Adds every sub-statement of \p S (not entering lambdas) to \p Out.
+void mapStatements(const Stmt *S, const CFGBlock *Block,
+                   llvm::DenseMap<const Stmt *, const CFGBlock *> &Out) {
+  if (!S)
+    return;
+  Out.try_emplace(S, Block);
+  if (isa<LambdaExpr>(S))
+    return;
+  for (const Stmt *Child : S->children())
+    mapStatements(Child, Block, Out);
+}
+} // namespace
+
+const CFGBlock *FlowAnalysis::blockOf(const Stmt &S) const {
+  if (BlockOfStmt.empty()) {
+    auto &Map = const_cast<llvm::DenseMap<const Stmt *, const CFGBlock *> &>(
+        BlockOfStmt);
+    // Elements first, so that a statement that is an element of its own is
+    // mapped to its own block, not to its parent's.
+    for (const CFGBlock *Block : ReversePostOrder)
+      for (const CFGElement &El : *Block)
+        if (auto CS = El.getAs<CFGStmt>())
+          Map.try_emplace(CS->getStmt(), Block);
+    for (const CFGBlock *Block : ReversePostOrder)
+      for (const CFGElement &El : *Block) {
+        if (auto CS = El.getAs<CFGStmt>())
+          for (const Stmt *Child : CS->getStmt()->children())
+            if (Child && !Elements.contains(Child) && !isa<LambdaExpr>(CS->getStmt()))
+              mapStatements(Child, Block, Map);
+        if (auto Init = El.getAs<CFGInitializer>())
+          mapStatements(Init->getInitializer()->getInit(), Block, Map);
+      }
+  }
+  return BlockOfStmt.lookup(&S);
+}
+
+bool FlowAnalysis::dominates(const CFGBlock &A, const CFGBlock &B) const {
+  computeLoops();
+  const llvm::BitVector &D = Dominators[B.getBlockID()];
+  return !D.empty() && D.test(A.getBlockID());
+}
+
+/// Calls \p F on every sub-statement of \p S, lambda bodies included.
+static void forEachCall(const Stmt *S,
+                        llvm::function_ref<void(const CallExpr &)> F) {
+  if (!S)
+    return;
+  if (const auto *Call = dyn_cast<CallExpr>(S))
+    F(*Call);
+  if (const auto *Lambda = dyn_cast<LambdaExpr>(S)) {
+    forEachCall(Lambda->getBody(), F);
+    return;
+  }
+  for (const Stmt *Child : S->children())
+    forEachCall(Child, F);
+}
+
+void FlowAnalysis::computeLoops() const {
+  if (LoopsComputed)
+    return;
+  LoopsComputed = true;
+  unsigned N = Graph->getNumBlockIDs();
+  // Dominators: the blocks every path from the entry passes.
+  Dominators.assign(N, llvm::BitVector());
+  for (const CFGBlock *B : ReversePostOrder) {
+    Dominators[B->getBlockID()] = llvm::BitVector(N, true);
+  }
+  Dominators[Graph->getEntry().getBlockID()] = llvm::BitVector(N, false);
+  Dominators[Graph->getEntry().getBlockID()].set(Graph->getEntry().getBlockID());
+  for (bool Changed = true; Changed;) {
+    Changed = false;
+    for (const CFGBlock *B : ReversePostOrder) {
+      if (B == &Graph->getEntry())
+        continue;
+      llvm::BitVector D(N, true);
+      bool AnyPred = false;
+      for (const CFGBlock::AdjacentBlock &Pred : B->preds()) {
+        const CFGBlock *P = Pred.getReachableBlock();
+        if (!P || Dominators[P->getBlockID()].empty())
+          continue;
+        D &= Dominators[P->getBlockID()];
+        AnyPred = true;
+      }
+      if (!AnyPred)
+        D.reset();
+      D.set(B->getBlockID());
+      if (D != Dominators[B->getBlockID()]) {
+        Dominators[B->getBlockID()] = std::move(D);
+        Changed = true;
+      }
+    }
+  }
+  // Natural loops: a back edge goes to a block that dominates its source.
+  llvm::DenseMap<const CFGBlock *, unsigned> ByHeader;
+  for (const CFGBlock *B : ReversePostOrder)
+    for (const CFGBlock::AdjacentBlock &Succ : B->succs()) {
+      const CFGBlock *H = Succ.getReachableBlock();
+      if (!H || Dominators[B->getBlockID()].empty() ||
+          !Dominators[B->getBlockID()].test(H->getBlockID()))
+        continue;
+      auto [It, New] = ByHeader.try_emplace(H, Loops.size());
+      if (New) {
+        Loops.push_back({});
+        Loops.back().Header = H;
+        Loops.back().Blocks = llvm::BitVector(N, false);
+        Loops.back().Blocks.set(H->getBlockID());
+      }
+      Loop &L = Loops[It->second];
+      L.Latches.push_back(B);
+      // Every block that reaches the latch without passing the header.
+      llvm::SmallVector<const CFGBlock *, 16> Work{B};
+      while (!Work.empty()) {
+        const CFGBlock *X = Work.pop_back_val();
+        if (L.Blocks.test(X->getBlockID()))
+          continue;
+        L.Blocks.set(X->getBlockID());
+        for (const CFGBlock::AdjacentBlock &Pred : X->preds())
+          if (const CFGBlock *P = Pred.getReachableBlock())
+            Work.push_back(P);
+      }
+      if (!L.Statement)
+        L.Statement = B->getLoopTarget();
+    }
+  for (Loop &L : Loops) {
+    if (!L.Statement)
+      L.Statement = L.Header->getTerminatorStmt();
+    // `do { ... } while (false)` has no back edge: it is no loop here.
+    // The training calls of the loop's own blocks, not of nested loops'.
+    bool MayTrain = false;
+    for (const CFGBlock *B : ReversePostOrder) {
+      if (!L.Blocks.test(B->getBlockID()))
+        continue;
+      bool Nested = llvm::any_of(Loops, [&](const Loop &Inner) {
+        return &Inner != &L && Inner.Header != L.Header &&
+               L.Blocks.test(Inner.Header->getBlockID()) &&
+               Inner.Blocks.test(B->getBlockID()) &&
+               Inner.Blocks.count() < L.Blocks.count();
+      });
+      for (const CFGElement &El : *B) {
+        auto CS = El.getAs<CFGStmt>();
+        if (!CS)
+          continue;
+        forEachCall(CS->getStmt(), [&](const CallExpr &Call) {
+          if (!Nested && !L.TrainingCall &&
+              Program.callTrains(Call, TrainingCall::BackwardOrStep))
+            L.TrainingCall = &Call;
+          MayTrain |= Program.mayTrain(Call);
+        });
+      }
+    }
+    L.WithoutBackward = !MayTrain;
+  }
+}
+
+LoopContext FlowAnalysis::loopContext(const Stmt &S) const {
+  LoopContext C;
+  const CFGBlock *Block = blockOf(S);
+  if (!Block)
+    return C;
+  computeLoops();
+  // Innermost first: the loop with the fewest blocks.
+  llvm::SmallVector<const Loop *, 2> Around;
+  for (const Loop &L : Loops)
+    if (L.Blocks.test(Block->getBlockID()))
+      Around.push_back(&L);
+  llvm::sort(Around, [](const Loop *A, const Loop *B) {
+    return A->Blocks.count() < B->Blocks.count();
+  });
+  if (!Around.empty()) {
+    C.Loop = Around.front()->Statement ? Around.front()->Statement->getBeginLoc()
+                                       : SourceLocation();
+    C.LoopWithoutBackward = Around.front()->WithoutBackward;
+  }
+  // The training loop that repeats it on every iteration: the statement
+  // runs on every iteration of the innermost loop, whose header runs on
+  // every iteration of the next one out, and so on, up to MaxLoopDepth.
+  const CFGBlock *Inner = Block;
+  unsigned Depth = 0;
+  for (const Loop *L : Around) {
+    if (Depth++ >= Program.options().MaxLoopDepth)
+      break;
+    bool EveryIteration = llvm::all_of(L->Latches, [&](const CFGBlock *Latch) {
+      return dominates(*Inner, *Latch);
+    });
+    if (!EveryIteration)
+      break; // conditional in this loop: not every iteration of outer ones
+    if (L->TrainingCall) {
+      C.TrainingLoop = L->Statement ? L->Statement->getBeginLoc()
+                                    : L->TrainingCall->getBeginLoc();
+      C.TrainingCall = L->TrainingCall->getBeginLoc();
+      if (const auto *Member = dyn_cast<MemberExpr>(
+              cast<CallExpr>(L->TrainingCall)->getCallee()->IgnoreImpCasts()))
+        C.TrainingCall = Member->getMemberLoc();
+      if (const FunctionDecl *FD =
+              cast<CallExpr>(L->TrainingCall)->getDirectCallee())
+        C.TrainingCallee = Program.intern(FD->getNameAsString() + "()");
+      break;
+    }
+    Inner = L->Header;
+  }
+  C.EveryCall = Around.empty() && runsOnEveryCall(S);
+  return C;
+}
+
+std::pair<int64_t, const Expr *> FlowAnalysis::largestCountProven() const {
+  std::pair<int64_t, const Expr *> Best{0, nullptr};
+  for (const std::optional<State> &In : BlockEntry)
+    if (In && In->path().CountAtLeast > Best.first)
+      Best = {In->path().CountAtLeast, In->path().CountProof};
+  return Best;
+}
+
+bool FlowAnalysis::runsOnEveryCall(const Stmt &S) const {
+  const CFGBlock *Block = blockOf(S);
+  return Block && exitState() && dominates(*Block, Graph->getExit());
+}
+
+//===--- Matching -----------------------------------------------------------===//
+
+void registerAnalyzedBodyMatchers(MatchFinder &Finder,
+                                  MatchFinder::MatchCallback &CB) {
+  Finder.addMatcher(functionDecl(isDefinition(), hasBody(stmt()),
+                                 unless(isExpansionInSystemHeader()))
+                        .bind("analyzedFunction"),
+                    &CB);
+  Finder.addMatcher(lambdaExpr(unless(isExpansionInSystemHeader()))
+                        .bind("analyzedLambda"),
+                    &CB);
+}
+
+const FunctionDecl *
+getAnalyzedFunction(const MatchFinder::MatchResult &Result) {
+  if (const auto *FD =
+          Result.Nodes.getNodeAs<FunctionDecl>("analyzedFunction")) {
+    // Lambda bodies are matched as lambdas.
+    if (isa<CXXMethodDecl>(FD) &&
+        cast<CXXMethodDecl>(FD)->getParent()->isLambda())
+      return nullptr;
+    return FD;
+  }
+  if (const auto *L = Result.Nodes.getNodeAs<LambdaExpr>("analyzedLambda")) {
+    const CXXMethodDecl *Op = L->getCallOperator();
+    if (!Op || !L->getBody())
+      return nullptr;
+    return Op;
+  }
+  return nullptr;
+}
+
+} // namespace clang::tidy::torch

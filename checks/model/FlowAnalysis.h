@@ -1,0 +1,143 @@
+//===--- FlowAnalysis.h - torch-tidy ----------------------------*- C++ -*-===//
+//
+// The one dataflow engine: a forward worklist analysis over clang's CFG of
+// one function (or lambda body) with FlowModel's transfer functions, and the
+// loop structure of that CFG (which statements run on every iteration of
+// which loop, which loops train, which statements run on every call). Checks
+// replay the converged states; this file knows nothing of warnings.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_MODEL_FLOWANALYSIS_H
+#define TORCH_TIDY_MODEL_FLOWANALYSIS_H
+
+#include "FlowModel.h"
+#include "Requirement.h"
+#include "clang/ASTMatchers/ASTMatchFinder.h"
+#include "clang/Analysis/CFG.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace clang::tidy::torch {
+
+class ProgramModel;
+
+class FlowAnalysis {
+public:
+  /// Block visits allowed per CFG block before the analysis gives up.
+  static constexpr unsigned DefaultVisitsPerBlock = 16;
+
+  /// Analyses the body of \p Function from \p Entry. Returns nothing when no
+  /// CFG can be built for it.
+  static std::unique_ptr<FlowAnalysis>
+  run(const FunctionDecl &Function, ProgramModel &Program, State Entry,
+      unsigned VisitsPerBlock = DefaultVisitsPerBlock);
+  /// Analyses the initialiser of a global, as it runs before main.
+  static std::unique_ptr<FlowAnalysis> runInitializer(const VarDecl &Global,
+                                                      ProgramModel &Program,
+                                                      State Entry);
+
+  /// False when the iteration cap stopped the analysis before a fixpoint;
+  /// the states are then not sound and checks must not report.
+  bool converged() const { return Converged; }
+
+  /// Receives a one-line message (location, function, cap) when an analysis
+  /// stops at the iteration cap, once per function and process. The driver
+  /// prints it as a note; by default nothing is said. Thread-safe; set it
+  /// before analysing.
+  using CapReporter = void (*)(llvm::StringRef Message);
+  static void setCapReporter(CapReporter Report);
+
+  using Observer =
+      llvm::function_ref<void(const Stmt &S, const State &Before)>;
+  /// Visits every statement of every reachable block once, in evaluation
+  /// order (children before parents), with the state just before it runs.
+  void replay(Observer Visit) const;
+  /// The state just before \p S runs; null when \p S is not reached.
+  std::optional<State> stateBefore(const Stmt &S) const;
+
+  const FlowModel &model() const { return Model; }
+  /// The function analysed (null for a global's initialiser).
+  const FunctionDecl *function() const { return Function; }
+  const Decl &owner() const { return Owner; }
+  const State &entryState() const { return Entry; }
+  /// Where the function returns normally; null when it never does.
+  const State *exitState() const;
+  /// The states where the function ends without returning to the exit
+  /// block's predecessor chain (a noreturn call, a throw), and the exit.
+  std::vector<State> endStates() const;
+
+  //===--- Loops -----------------------------------------------------------===//
+
+  /// Where \p S runs relative to this function's loops.
+  LoopContext loopContext(const Stmt &S) const;
+  /// Whether \p S runs on every call of the function.
+  bool runsOnEveryCall(const Stmt &S) const;
+  /// The largest device count a comparison of this function proves on some
+  /// path, and the comparison.
+  std::pair<int64_t, const Expr *> largestCountProven() const;
+
+private:
+  FlowAnalysis(const Decl &Owner, ProgramModel &Program,
+               std::unique_ptr<CFG> Graph, State Entry);
+  void computeReversePostOrder();
+  void solve(unsigned VisitsPerBlock);
+  void reportCap(unsigned VisitsPerBlock) const;
+  void runBlock(const CFGBlock &Block, State &St,
+                std::optional<Observer> Visit) const;
+  void walk(const Stmt *S, bool IsElement, State &St,
+            std::optional<Observer> Visit) const;
+  const Expr *branchCondition(const CFGBlock &Block) const;
+
+  struct Loop {
+    const CFGBlock *Header = nullptr;
+    llvm::BitVector Blocks;
+    llvm::SmallVector<const CFGBlock *, 2> Latches;
+    const Stmt *Statement = nullptr;
+    /// The first backward()/step() that its own blocks (not those of loops
+    /// nested in it) run; null when none.
+    const Expr *TrainingCall = nullptr;
+    /// No backward() or step() runs in it, even through an opaque call.
+    bool WithoutBackward = false;
+  };
+  void computeLoops() const;
+  const CFGBlock *blockOf(const Stmt &S) const;
+  bool dominates(const CFGBlock &A, const CFGBlock &B) const;
+
+  const Decl &Owner;
+  const FunctionDecl *Function;
+  ProgramModel &Program;
+  FlowModel Model;
+  std::unique_ptr<CFG> Graph;
+  State Entry;
+  /// Statements that are CFG elements in their own right.
+  llvm::DenseSet<const Stmt *> Elements;
+  /// The block each statement (and sub-statement) runs in.
+  llvm::DenseMap<const Stmt *, const CFGBlock *> BlockOfStmt;
+  /// Entry states, indexed by block ID; nullopt for unreached blocks.
+  std::vector<std::optional<State>> BlockEntry;
+  std::vector<const CFGBlock *> ReversePostOrder;
+  bool Converged = false;
+
+  mutable bool LoopsComputed = false;
+  mutable std::vector<llvm::BitVector> Dominators;
+  mutable std::vector<Loop> Loops;
+};
+
+/// What every flow-sensitive check matches: function definitions and lambda
+/// bodies in user code (not system headers), template instantiations
+/// included.
+void registerAnalyzedBodyMatchers(ast_matchers::MatchFinder &Finder,
+                                  ast_matchers::MatchFinder::MatchCallback &CB);
+
+/// The function a match of those matchers names: a function, an
+/// instantiation or a lambda's call operator.
+const FunctionDecl *
+getAnalyzedFunction(const ast_matchers::MatchFinder::MatchResult &Result);
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_MODEL_FLOWANALYSIS_H

@@ -1,0 +1,176 @@
+//===--- FlowModel.h - torch-tidy -------------------------------*- C++ -*-===//
+//
+// The transfer functions of the one dataflow engine: where an expression
+// lives (locationOf), what value it computes (evaluate), how a statement
+// changes the state (transfer), and what a branch proves (refineOnBranch).
+// Calls of user functions go through their summaries (ProgramModel).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_MODEL_FLOWMODEL_H
+#define TORCH_TIDY_MODEL_FLOWMODEL_H
+
+#include "State.h"
+#include "api/TorchApi.h"
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Stmt.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace clang::tidy::torch {
+
+class ProgramModel;
+struct FunctionSummary;
+
+/// The arguments of a call as the callee sees them: `obj(args)` on a lambda
+/// or functor passes the object first; `std::make_shared<T>(args)` and a
+/// TORCH_MODULE holder's constructor pass theirs on to T's constructor.
+struct ResolvedCall {
+  const Expr *Call = nullptr;
+  /// The function that runs; null when not known.
+  const FunctionDecl *Callee = nullptr;
+  /// The argument for each parameter of Callee (null: a default argument).
+  llvm::SmallVector<const Expr *, 4> Arguments;
+  /// The object a member function or constructor runs on, in the caller;
+  /// invalid when it is not a tracked location.
+  Location Object;
+  /// The object's expression, when there is one.
+  const Expr *ObjectExpr = nullptr;
+};
+
+class FlowModel {
+public:
+  /// The model of the code of \p Owner: a function's body, or a global's
+  /// initialiser.
+  FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program);
+
+  //===--- Values ----------------------------------------------------------===//
+
+  /// The location \p E denotes, when it is a tracked one.
+  Location locationOf(const Expr *E) const;
+  /// The facts of the value \p E computes, in state \p S.
+  ValueFacts evaluate(const Expr *E, const State &S) const;
+  /// The device a device-like expression (Device, DeviceType, string,
+  /// TensorOptions) names; unknown when it names none.
+  Sourced<DeviceValue> evaluateDeviceSpec(const Expr *E, const State &S) const;
+  /// The value of a bool expression, when known.
+  std::optional<bool> evaluateBool(const Expr *E, const State &S) const;
+  /// What is known of a bool or integer expression.
+  ScalarFacts evaluateScalar(const Expr *E, const State &S) const;
+
+  //===--- Statements ------------------------------------------------------===//
+
+  /// Applies the effect of \p S (one node; its children were applied
+  /// before) to \p St.
+  void transfer(const Stmt &S, State &St) const;
+  /// The end of \p Var's lifetime (an RAII guard restores what it saved).
+  void transferDestructor(const VarDecl &Var, State &St) const;
+  /// A constructor's member initialiser.
+  void initializeMember(const CXXCtorInitializer &Init, State &St) const;
+  /// Narrows \p St on the edge where \p Cond evaluated to \p Taken.
+  void refineOnBranch(const Expr *Cond, bool Taken, State &St) const;
+
+  //===--- Calls -----------------------------------------------------------===//
+
+  /// The function \p Call runs and the argument for each of its parameters.
+  ResolvedCall resolve(const Expr &Call) const;
+  /// Where, in the caller at \p Call, the callee's entry location \p InCallee
+  /// lives: the argument for a parameter, the object's member for a member
+  /// of `*this`, the same global.
+  Location callerLocation(const Location &InCallee,
+                          const ResolvedCall &Call) const;
+  /// The facts that a fact of the callee, written in its entry terms, has in
+  /// the caller at \p Call, in state \p S (the state before the call); the
+  /// facts established in the callee remember the call in their path.
+  ValueFacts instantiate(const ValueFacts &InCallee, const ResolvedCall &Call,
+                         const State &S) const;
+  Sourced<DeviceValue> instantiate(const Sourced<DeviceValue> &InCallee,
+                                   const ResolvedCall &Call,
+                                   const State &S) const;
+  /// The caller's facts of the callee's entry value \p Entry.
+  ValueFacts entryValueAt(const ValueDecl &Entry, const ResolvedCall &Call,
+                          const State &S) const;
+
+  //===--- Queries ---------------------------------------------------------===//
+
+  /// Whether a tensor read at \p Call completes earlier non-blocking
+  /// copies: a blocking read of a CUDA tensor waits for its stream.
+  bool isBlockingDeviceRead(const CallExpr &Call, const State &S) const;
+  /// Every operand \p S reads on the host: `.item()`, `.data_ptr()`,
+  /// `accessor<>()`, streaming and comparisons, and tensors passed to a
+  /// function outside LibTorch and the standard library.
+  static void hostReadOperands(const Stmt &S,
+                               llvm::SmallVectorImpl<const Expr *> &Out);
+
+  /// The function analysed; null for a global's initialiser.
+  const FunctionDecl *function() const { return Function; }
+  const Decl &owner() const { return *Owner; }
+  ProgramModel &program() const { return Program; }
+  const TorchApiOptions &options() const;
+  ASTContext &context() const { return Ctx; }
+
+private:
+  ValueFacts evaluateCall(const CallExpr &Call, const State &S) const;
+  ValueFacts evaluateTensorMethod(const CallExpr &Call, llvm::StringRef Name,
+                                  const State &S) const;
+  ValueFacts evaluateConversion(const CallExpr &Call, const ValueFacts &Source,
+                                const State &S) const;
+  ValueFacts evaluateFactory(const CallExpr &Call, const State &S) const;
+  ValueFacts evaluateOperator(const Expr &E, llvm::ArrayRef<const Expr *> Ops,
+                              const State &S) const;
+  ValueFacts evaluateLocation(const Expr &E, const Location &L,
+                              const State &S) const;
+  ValueFacts evaluateModuleCall(const Expr &E, const ModuleCall &MC,
+                                const State &S) const;
+  ValueFacts evaluateOptions(const Expr *E, const State &S) const;
+  ValueFacts evaluateConstruction(const CXXConstructExpr &E,
+                                  const State &S) const;
+  ScalarFacts evaluateComparison(const Expr &E, BinaryOperatorKind Op,
+                                 const Expr *L, const Expr *R,
+                                 const State &S) const;
+
+  /// Writes the value of \p Init into \p L (a declaration or assignment),
+  /// part by part for tuples, pairs and aggregates.
+  void assign(const Location &L, QualType Type, const Expr *Init,
+              SourceLocation Loc, State &St) const;
+  void assignValue(const Location &L, QualType Type, const Expr *Init,
+                   SourceLocation Loc, State &St) const;
+  void transferCall(const CallExpr &Call, State &St) const;
+  void transferConstruction(const CXXConstructExpr &E, const Location &Object,
+                            State &St) const;
+  void applySummary(const ResolvedCall &Call, const FunctionSummary &Summary,
+                    const Location &Result, State &St) const;
+  void forgetOpaqueEffects(const ResolvedCall &Call, State &St) const;
+  void recordCudaSelection(const Expr &Use, State &St) const;
+  void appendToContainer(const Location &Container, const Expr *Value,
+                         const Stmt &At, State &St) const;
+  bool isTracked(const ValueDecl *D) const;
+  template <typename T>
+  Sourced<T> throughCall(const Sourced<T> &InCallee,
+                         const ResolvedCall &Call) const;
+
+  const Decl *Owner;
+  const FunctionDecl *Function;
+  ASTContext &Ctx;
+  ProgramModel &Program;
+  /// Variables whose address is kept in a pointer: their value may change
+  /// behind the analysis' back.
+  llvm::DenseSet<const ValueDecl *> Escaped;
+  /// Tensor variables on which backward() is called, with the first such
+  /// call, for variables assigned once: LibTorch throws unless they are on
+  /// an autograd graph, so their value is.
+  llvm::DenseMap<const ValueDecl *, const CallExpr *> BackwardReceivers;
+  /// Pointers that cudaHostAlloc / cudaMallocHost fill: page-locked memory.
+  llvm::DenseSet<const ValueDecl *> PinnedHostPointers;
+  /// Module handle variables initialised as a copy of another handle and
+  /// never assigned: they name the same module.
+  llvm::DenseMap<const ValueDecl *, const Expr *> HandleAliases;
+
+  /// Whether the host memory \p Data points to (from_blob's first argument)
+  /// is page-locked.
+  Pinning userMemoryPinning(const Expr *Data) const;
+};
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_MODEL_FLOWMODEL_H

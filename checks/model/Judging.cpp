@@ -1,0 +1,336 @@
+//===--- Judging.cpp - torch-tidy -----------------------------------------===//
+//
+// Requirements, judged: at every statement a requirement matches and at
+// every call of a function whose summary lists obligations. A verdict that
+// depends on the function's callers is lifted into its summary (with the
+// call path), which is also built here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowAnalysis.h"
+#include "ProgramModel.h"
+#include "api/Training.h"
+#include "clang/AST/ExprCXX.h"
+#include <mutex>
+
+namespace clang::tidy::torch {
+
+//===--- The registry ------------------------------------------------------===//
+
+Requirement::~Requirement() = default;
+
+static std::vector<const Requirement *> &registry() {
+  static std::vector<const Requirement *> All;
+  return All;
+}
+
+RequirementRegistration::RequirementRegistration(const Requirement &R) {
+  registry().push_back(&R);
+}
+
+llvm::ArrayRef<const Requirement *> Requirement::all() { return registry(); }
+
+const Requirement *Requirement::named(llvm::StringRef Name) {
+  for (const Requirement *R : registry())
+    if (R->name() == Name)
+      return R;
+  return nullptr;
+}
+
+//===--- Composition -------------------------------------------------------===//
+
+/// The context of a callee's obligation as seen at a call whose own
+/// context is \p AtCall: what the callee decided stays; what it left to its
+/// callers comes from the call.
+static SiteContext compose(const SiteContext &InCallee,
+                           const SiteContext &AtCall) {
+  SiteContext C = InCallee;
+  if (C.Path.Cuda == CudaGuard::Entry)
+    C.Path.Cuda = AtCall.Path.Cuda;
+  if (C.Path.Grad == GradMode::Entry)
+    C.Path.Grad = AtCall.Path.Grad;
+  C.Path.CountAtLeast = std::max(C.Path.CountAtLeast, AtCall.Path.CountAtLeast);
+  inheritLoopContext(C.Loop, AtCall.Loop);
+  return C;
+}
+
+void inheritLoopContext(LoopContext &C, const LoopContext &Caller) {
+  if (C.TrainingLoop.isInvalid() && C.EveryCall) {
+    C.TrainingLoop = Caller.TrainingLoop;
+    C.TrainingCall = Caller.TrainingCall;
+    C.TrainingCallee = Caller.TrainingCallee;
+    C.EveryCall = Caller.EveryCall;
+  }
+  if (C.Loop.isInvalid()) {
+    C.Loop = Caller.Loop;
+    C.LoopWithoutBackward = Caller.LoopWithoutBackward;
+  }
+}
+
+/// The context of statement \p S in analysis \p A: its path facts, where it
+/// runs in its function, and, for reporting, the largest device count some
+/// caller proves.
+static SiteContext contextAt(const FlowAnalysis &A, const Stmt &S,
+                             const State &St, const EntryContext *Entry) {
+  SiteContext C;
+  C.Path = St.path();
+  C.Loop = A.loopContext(S);
+  C.At = &S;
+  if (Entry)
+    C.Path.CountAtLeast = std::max(C.Path.CountAtLeast, Entry->CountAtLeast);
+  return C;
+}
+
+/// The functions a call runs whose obligations apply at it: its callee, and
+/// the lambdas it hands to a library function (std::for_each runs them).
+static llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 1>
+obligedCallees(const Stmt &S, ProgramModel &P) {
+  llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 1> Out;
+  const auto *E = dyn_cast<Expr>(&S);
+  if (!E || !isa<CallExpr, CXXConstructExpr>(E))
+    return Out;
+  if (const auto *Call = dyn_cast<CallExpr>(E)) {
+    if (P.callsClassUnderConstruction(*Call))
+      return Out;
+    if (const FunctionDecl *FD = Call->getDirectCallee(); FD && isLibraryFunction(*FD)) {
+      for (const Expr *Arg : Call->arguments())
+        if (const auto *Lambda =
+                dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit()))
+          if (const FunctionSummary *Summary = P.summary(*Lambda->getCallOperator()))
+            Out.push_back({Lambda->getCallOperator(), Summary});
+      return Out;
+    }
+  }
+  if (const FunctionSummary *Summary = P.summaryForCall(*E))
+    Out.push_back({nullptr, Summary});
+  return Out;
+}
+
+void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
+                         std::vector<Violation> *Found,
+                         std::vector<Obligation> *Lifted) {
+  const FlowModel &M = A.model();
+  const EntryContext *Entry =
+      Lift || !A.function() ? nullptr : &entryContext(*A.function());
+  llvm::ArrayRef<const Requirement *> All = Requirement::all();
+  A.replay([&](const Stmt &S, const State &St) {
+    std::optional<SiteContext> Here;
+    auto ContextHere = [&]() -> const SiteContext & {
+      if (!Here)
+        Here = contextAt(A, S, St, Entry);
+      return *Here;
+    };
+    // The statement's own requirements.
+    for (const Requirement *R : All) {
+      RequirementMatch Match;
+      if (!R->match(S, M, St, Match))
+        continue;
+      Verdict V = R->judge(Match, ContextHere());
+      if (V == Verdict::Violated && Found) {
+        Violation Out;
+        Out.Kind = R;
+        Out.Analysis = &A;
+        Out.Site = &S;
+        Out.Match = std::move(Match);
+        Out.Context = ContextHere();
+        Found->push_back(std::move(Out));
+      } else if (V == Verdict::Callers && Lifted) {
+        Obligation O;
+        O.Kind = R;
+        O.Site = std::move(Match);
+        O.Context = ContextHere();
+        O.AtStmt = &S;
+        O.At = isa<Expr>(S) ? cast<Expr>(S).getExprLoc() : S.getBeginLoc();
+        Lifted->push_back(std::move(O));
+      }
+    }
+    // The obligations of the functions it calls.
+    for (const auto &[Lambda, Summary] : obligedCallees(S, *this)) {
+      if (Summary->Obligations.empty())
+        continue;
+      ResolvedCall Resolved = M.resolve(cast<Expr>(S));
+      if (Lambda) {
+        Resolved.Callee = Lambda;
+        Resolved.Arguments.clear();
+        Resolved.Object = {};
+      }
+      for (const Obligation &O : Summary->Obligations) {
+        RequirementMatch Match = O.Site;
+        for (Operand &Op : Match.Operands) {
+          const ValueDecl *Param = Op.Facts.Device.Entry ? Op.Facts.Device.Entry
+                                                         : Op.Facts.Pin.Entry;
+          Op.Facts = M.instantiate(Op.Facts, Resolved, St);
+          // An operand that is the callee's parameter is named by the
+          // argument passed for it.
+          if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Param))
+            if (P->getFunctionScopeIndex() < Resolved.Arguments.size())
+              if (const Expr *Arg = Resolved.Arguments[P->getFunctionScopeIndex()];
+                  Arg && !isa<CXXDefaultArgExpr>(Arg)) {
+                Op.Source = Arg;
+                Op.Name.clear();
+              }
+        }
+        SiteContext Composed = compose(O.Context, ContextHere());
+        Composed.At = O.Context.At;
+        Verdict V = O.Kind->judge(Match, Composed);
+        if (V == Verdict::Violated && Found) {
+          Violation Out;
+          Out.Kind = O.Kind;
+          Out.Analysis = &A;
+          Out.Site = &S;
+          Out.Match = std::move(Match);
+          Out.Context = Composed;
+          Out.FromCallee = &O;
+          Out.Callee = Resolved.Callee;
+          Found->push_back(std::move(Out));
+        } else if (V == Verdict::Callers && Lifted && Resolved.Callee) {
+          Obligation Up = O;
+          Up.Site = std::move(Match);
+          Up.Context = Composed;
+          Up.Via = step(cast<Expr>(S).getExprLoc(),
+                        calleeName(*Resolved.Callee), O.Via);
+          Lifted->push_back(std::move(Up));
+        }
+      }
+    }
+  });
+}
+
+const std::vector<Violation> &ProgramModel::violations(const Decl &Owner) {
+  auto It = Violations.find(&Owner);
+  if (It != Violations.end())
+    return It->second;
+  std::vector<Violation> Found;
+  const FlowAnalysis *A = nullptr;
+  if (const auto *Function = dyn_cast<FunctionDecl>(&Owner))
+    A = analysis(*Function);
+  else if (const auto *Global = dyn_cast<VarDecl>(&Owner))
+    A = initializerAnalysis(*Global);
+  if (A)
+    judge(*A, /*Lift=*/false, &Found, nullptr);
+  return Violations.try_emplace(&Owner, std::move(Found)).first->second;
+}
+
+//===--- Summaries ---------------------------------------------------------===//
+
+/// Whether the caller of \p F can see a change of \p L.
+static bool isVisibleToCaller(const Location &L, const FunctionDecl &F) {
+  switch (L.Kind) {
+  case Location::This:
+  case Location::Global:
+    return true;
+  case Location::Local: {
+    const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
+    if (!P) {
+      // A variable a lambda captures by reference.
+      const auto *Method = dyn_cast<CXXMethodDecl>(&F);
+      if (!Method || !Method->getParent()->isLambda())
+        return false;
+      for (const LambdaCapture &C : Method->getParent()->captures())
+        if (C.capturesVariable() && C.getCapturedVar() == L.Root)
+          return C.getCaptureKind() == LCK_ByRef;
+      return false;
+    }
+    QualType T = P->getType();
+    if (isModuleHandleType(T))
+      return true;
+    return (T->isLValueReferenceType() || T->isPointerType()) &&
+           !T->getPointeeType().isConstQualified();
+  }
+  default:
+    return false;
+  }
+}
+
+FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
+                                           const FlowAnalysis &A) {
+  FunctionSummary S;
+  S.Known = true;
+  const FlowModel &M = A.model();
+  bool SawReturn = false;
+  std::vector<SummaryEffect> Returns;
+  A.replay([&](const Stmt &St, const State &Before) {
+    const auto *Ret = dyn_cast<ReturnStmt>(&St);
+    if (!Ret || !Ret->getRetValue())
+      return;
+    // The returned value and its parts, as a local copy would hold them.
+    State Copy = Before;
+    Location Slot = Location::returned();
+    const Expr *V = Ret->getRetValue();
+    ValueFacts Whole = M.evaluate(V, Before);
+    llvm::SmallVector<SummaryEffect, 4> These{{Slot, Whole}};
+    if (Location From = M.locationOf(V))
+      for (const Location &Part : Before.tree(From))
+        if (Part != From)
+          These.push_back({Part.replacePrefix(From, Slot), Before.get(Part)});
+    if (!SawReturn) {
+      Returns.assign(These.begin(), These.end());
+    } else {
+      // Join with what the other returns give, part by part.
+      std::vector<SummaryEffect> Merged;
+      for (const SummaryEffect &Old : Returns)
+        for (const SummaryEffect &New : These)
+          if (Old.Where == New.Where) {
+            ValueFacts J = joinFacts(Old.Exit, New.Exit);
+            if (!J.isUnknown())
+              Merged.push_back({Old.Where, J});
+          }
+      Returns = std::move(Merged);
+    }
+    SawReturn = true;
+  });
+  // A device the callee keeps in a local is "whatever it returns".
+  for (SummaryEffect &R : Returns) {
+    if (R.Where.Depth == 0 && R.Exit.Device.Value.isSymbolic())
+      if (const auto *Local = dyn_cast_or_null<VarDecl>(R.Exit.Device.Value.holder());
+          Local && !isa<ParmVarDecl>(Local) && Local->hasLocalStorage())
+        R.Exit.Device = {DeviceValue::symbolic(&F), R.Exit.Device.Origin};
+    if (!R.Exit.isUnknown())
+      S.Returns.push_back(R);
+  }
+
+  // Effects: what the exit state holds for the locations the caller sees
+  // that differs from their entry.
+  if (const State *Exit = A.exitState()) {
+    const State &Entry = A.entryState();
+    llvm::SmallVector<Location, 8> Seen;
+    auto Collect = [&](const Location &L, const ValueFacts &) {
+      if (isVisibleToCaller(L, F) && !llvm::is_contained(Seen, L))
+        Seen.push_back(L);
+    };
+    Exit->forEach(Collect);
+    Entry.forEach(Collect);
+    llvm::sort(Seen);
+    for (const Location &L : Seen) {
+      ValueFacts After = Exit->get(L);
+      if (After == Entry.get(L))
+        continue;
+      if (After.isUnknown())
+        S.Clobbers.push_back(L);
+      else
+        S.Effects.push_back({L, After});
+    }
+    if (Exit->path().Grad != GradMode::Entry)
+      S.ExitGrad = Exit->path().Grad;
+  }
+
+  // Obligations the callers must judge, and the training the body does.
+  judge(A, /*Lift=*/true, nullptr, &S.Obligations);
+  A.replay([&](const Stmt &St, const State &Before) {
+    const auto *Call = dyn_cast<CallExpr>(&St);
+    if (!Call)
+      return;
+    if (S.Backward.isInvalid() && callTrains(*Call, TrainingCall::Backward))
+      S.Backward = Call->getExprLoc();
+    if (S.Step.isInvalid() && callTrains(*Call, TrainingCall::Step))
+      S.Step = Call->getExprLoc();
+    S.MayRunOpaqueBackward |= mayTrain(*Call);
+    if (isSynchronizeCall(*Call, options()))
+      S.MaySynchronize = true;
+    else if (const FunctionSummary *Inner = summaryForCall(*Call))
+      S.MaySynchronize |= Inner->MaySynchronize;
+  });
+  return S;
+}
+
+} // namespace clang::tidy::torch

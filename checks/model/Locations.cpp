@@ -1,0 +1,236 @@
+//===--- Locations.cpp - torch-tidy ---------------------------------------===//
+//
+// FlowModel::locationOf: the storage an expression denotes. Through
+// references (a reference is bound once, so it names its initialiser's
+// location), structured bindings, fields, tuple and pair elements, container
+// elements (`v[i]`, `v.at(i)`, `m[k]`, `*it`, range-for variables), module
+// handles (`*net`, `net.ptr()`), members of `*this` and globals.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "api/StdLibrary.h"
+#include "api/TorchMatchers.h"
+#include "model/UserCodeParents.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/DeclTemplate.h"
+#include "clang/AST/ExprCXX.h"
+
+namespace clang::tidy::torch {
+
+/// The `second` field of a map's value_type, which `m[k]` returns.
+static const FieldDecl *mappedField(QualType MapType) {
+  const CXXRecordDecl *RD = containerRecord(MapType);
+  if (!RD || !isMapContainer(RD))
+    return nullptr;
+  for (const Decl *D : RD->decls())
+    if (const auto *TD = dyn_cast<TypedefNameDecl>(D))
+      if (TD->getName() == "value_type")
+        if (const CXXRecordDecl *Pair =
+                TD->getUnderlyingType()->getAsCXXRecordDecl())
+          for (const FieldDecl *F : Pair->fields())
+            if (F->getName() == "second")
+              return F;
+  return nullptr;
+}
+
+/// The location of the elements of the container \p Container denotes.
+static Location elementsOf(Location Container, QualType ContainerType) {
+  Location Element = Container.child(Selector::element());
+  return Element;
+}
+
+/// `m[k]` / `m.at(k)` on a map name the mapped value of an element.
+static Location mappedElement(Location Container, QualType ContainerType) {
+  Location Element = elementsOf(Container, ContainerType);
+  if (const FieldDecl *Second = mappedField(ContainerType))
+    return Element.child(Selector::field(Second));
+  return Element;
+}
+
+/// The field of std::pair that `std::get<I>` names.
+static const FieldDecl *pairField(QualType PairType, unsigned Index) {
+  const CXXRecordDecl *RD = PairType.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!RD || !isStdClass(RD, "pair"))
+    return nullptr;
+  unsigned I = 0;
+  for (const FieldDecl *F : RD->fields())
+    if (I++ == Index)
+      return F;
+  return nullptr;
+}
+
+bool FlowModel::isTracked(const ValueDecl *D) const {
+  return D && !Escaped.contains(D);
+}
+
+Location FlowModel::locationOf(const Expr *E) const {
+  for (unsigned Depth = 0; E && Depth < 8; ++Depth) {
+    E = E->IgnoreParenImpCasts();
+    if (const auto *MTE = dyn_cast<MaterializeTemporaryExpr>(E)) {
+      E = MTE->getSubExpr();
+      continue;
+    }
+    break;
+  }
+  if (!E)
+    return {};
+
+  if (isa<CXXThisExpr>(E))
+    return Location::thisObject();
+
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E)) {
+    const ValueDecl *D = Ref->getDecl();
+    // `auto [loss, acc] = ...`: the binding names a part of the hidden
+    // variable.
+    if (const auto *Binding = dyn_cast<BindingDecl>(D))
+      return Binding->getBinding() ? locationOf(Binding->getBinding())
+                                   : Location();
+    const auto *VD = dyn_cast<VarDecl>(D);
+    if (!VD || !isTracked(VD))
+      return {};
+    if (VD->getType()->isReferenceType()) {
+      // A reference parameter (`Net &net`, `const Tensor &x`) names one
+      // object for the whole call.
+      if (isa<ParmVarDecl>(VD))
+        return Location::local(VD);
+      // A local reference names what it was bound to (`auto &&__range = v;`
+      // in a range-for too); bound to what the analysis does not track (a
+      // loader's batch), it names one object for its lifetime.
+      if (VD->hasLocalStorage() && VD->getInit())
+        if (Location Bound = locationOf(VD->getInit()))
+          return Bound;
+      return VD->hasLocalStorage() ? Location::local(VD) : Location();
+    }
+    if (auto It = HandleAliases.find(VD); It != HandleAliases.end())
+      return locationOf(It->second);
+    if (VD->hasLocalStorage())
+      return Location::local(VD);
+    // A global of the user's; LibTorch's constants (`torch::kCUDA`) are
+    // values, not storage.
+    if (VD->hasGlobalStorage() && !VD->getType().isVolatileQualified() &&
+        !VD->isConstexpr() &&
+        !isSystemHeaderDecl(*VD, VD->getASTContext().getSourceManager()))
+      return Location::global(VD);
+    return {};
+  }
+
+  if (const auto *Member = dyn_cast<MemberExpr>(E)) {
+    if (const auto *Static = dyn_cast<VarDecl>(Member->getMemberDecl()))
+      return isTracked(Static) && !Static->isConstexpr() &&
+                     !isSystemHeaderDecl(*Static,
+                                         Static->getASTContext().getSourceManager())
+                 ? Location::global(Static)
+                 : Location();
+    const auto *Field = dyn_cast<FieldDecl>(Member->getMemberDecl());
+    if (!Field || Field->getType()->isReferenceType())
+      return {};
+    const Expr *Base = Member->getBase()->IgnoreParenImpCasts();
+    if (isa<CXXThisExpr>(Base))
+      return Location::member(Field);
+    if (Member->isArrow()) {
+      // `it->second` on an iterator of a container.
+      if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Base);
+          Op && Op->getOperator() == OO_Arrow && Op->getNumArgs() == 1)
+        if (Location Element = locationOf(Op))
+          return Element.child(Selector::field(Field));
+      return {};
+    }
+    if (Location Object = locationOf(Base))
+      return Object.child(Selector::field(Field));
+    return {};
+  }
+
+  if (const auto *Sub = dyn_cast<ArraySubscriptExpr>(E)) {
+    if (!Sub->getBase()->IgnoreParenImpCasts()->getType()->isArrayType())
+      return {};
+    Location Array = locationOf(Sub->getBase());
+    return Array ? Array.child(Selector::element()) : Location();
+  }
+
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+    if (Op->getNumArgs() == 0)
+      return {};
+    const Expr *Object = Op->getArg(0);
+    QualType ObjectType = Object->getType();
+    switch (Op->getOperator()) {
+    case OO_Subscript:
+      if (containerRecord(ObjectType))
+        if (Location C = locationOf(Object))
+          return isMapContainer(containerRecord(ObjectType))
+                     ? mappedElement(C, ObjectType)
+                     : elementsOf(C, ObjectType);
+      return {};
+    case OO_Star:
+    case OO_Arrow:
+      // `*net`, `net->`: a module handle stands for its module.
+      if (isModuleHandleType(ObjectType))
+        return locationOf(Object);
+      // `*it`, `it->`: an element of the container the iterator walks.
+      if (const auto *Ref =
+              dyn_cast<DeclRefExpr>(Object->IgnoreParenImpCasts()))
+        if (const auto *It = dyn_cast<VarDecl>(Ref->getDecl()))
+          if (It->hasLocalStorage() && It->getInit())
+            if (const Expr *Container = iteratedContainer(*It->getInit()))
+              if (Location C = locationOf(Container))
+                return elementsOf(C, Container->getType());
+      return {};
+    default:
+      return {};
+    }
+  }
+
+  if (const auto *UO = dyn_cast<UnaryOperator>(E)) {
+    if (UO->getOpcode() == UO_Deref &&
+        isa<CXXThisExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
+      return Location::thisObject();
+    return {};
+  }
+
+  if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
+    const CXXMethodDecl *MD = Call->getMethodDecl();
+    const Expr *Object = Call->getImplicitObjectArgument();
+    if (!MD || !MD->getIdentifier() || !Object)
+      return {};
+    llvm::StringRef Name = MD->getName();
+    QualType ObjectType = Object->getType();
+    if (ObjectType->isPointerType())
+      ObjectType = ObjectType->getPointeeType();
+    if (containerRecord(ObjectType) &&
+        (Name == "at" || Name == "front" || Name == "back")) {
+      Location C = locationOf(Object);
+      if (!C)
+        return {};
+      return Name == "at" && isMapContainer(containerRecord(ObjectType))
+                 ? mappedElement(C, ObjectType)
+                 : elementsOf(C, ObjectType);
+    }
+    // `net.ptr()`, `net.get()`: the same module.
+    if ((Name == "ptr" || Name == "get") && isModuleHandleType(ObjectType))
+      return locationOf(Object);
+    return {};
+  }
+
+  if (const auto *Call = dyn_cast<CallExpr>(E)) {
+    // `std::get<I>(t)`.
+    const FunctionDecl *FD = Call->getDirectCallee();
+    if (!FD || !FD->isInStdNamespace() || !FD->getIdentifier() ||
+        FD->getName() != "get" || Call->getNumArgs() != 1)
+      return {};
+    const TemplateArgumentList *Args = FD->getTemplateSpecializationArgs();
+    if (!Args || Args->size() < 1 ||
+        (*Args)[0].getKind() != TemplateArgument::Integral)
+      return {};
+    unsigned Index = unsigned((*Args)[0].getAsIntegral().getZExtValue());
+    Location Tuple = locationOf(Call->getArg(0));
+    if (!Tuple)
+      return {};
+    if (const FieldDecl *F = pairField(Call->getArg(0)->getType(), Index))
+      return Tuple.child(Selector::field(F));
+    return Tuple.child(Selector::tupleElement(Index));
+  }
+  return {};
+}
+
+} // namespace clang::tidy::torch

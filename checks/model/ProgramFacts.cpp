@@ -1,0 +1,486 @@
+//===--- ProgramFacts.cpp - torch-tidy ------------------------------------===//
+//
+// Facts of the whole TU rather than of one function: the state of a class's
+// members between its member functions, what a global holds, what a module
+// class tells about a fresh instance; and the vocabulary that needs the
+// summaries (does this call train?).
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowAnalysis.h"
+#include "ProgramModel.h"
+#include "api/TorchMatchers.h"
+#include "api/Training.h"
+#include "model/UserCodeParents.h"
+#include "model/UserCodeTraversal.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+
+namespace clang::tidy::torch {
+
+//===--- Classes -----------------------------------------------------------===//
+
+const ClassState &ProgramModel::classState(const CXXRecordDecl &Class) {
+  const CXXRecordDecl *Key = Class.getCanonicalDecl();
+  auto It = Classes.find(Key);
+  if (It != Classes.end())
+    return *It->second;
+  static const ClassState Nothing;
+  if (isBuilding(Key))
+    return Nothing; // a cycle; not cached
+  Building.push_back(Key);
+  auto St = std::make_unique<ClassState>(computeClassState(Class, *this));
+  Building.pop_back();
+  return *Classes.try_emplace(Key, std::move(St)).first->second;
+}
+
+bool ProgramModel::isBuilding(const CXXRecordDecl *Class) const {
+  return Class && llvm::is_contained(Building, Class->getCanonicalDecl());
+}
+
+bool ProgramModel::callsClassUnderConstruction(const CallExpr &Call) const {
+  if (Building.empty())
+    return false;
+  const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call);
+  const CXXMethodDecl *Method = Member ? Member->getMethodDecl() : nullptr;
+  const Expr *Object = Member ? Member->getImplicitObjectArgument() : nullptr;
+  return Method && !Method->isStatic() && Object &&
+         isa<CXXThisExpr>(Object->IgnoreParenImpCasts()) &&
+         isBuilding(Method->getParent());
+}
+
+//===--- Globals -----------------------------------------------------------===//
+
+namespace {
+/// The functions that write each global (assign it, change it in place,
+/// take its address or hand it on by non-const reference).
+class GlobalWrites : public RecursiveASTVisitor<GlobalWrites> {
+public:
+  GlobalWrites(const VarDecl &Global, ASTContext &Ctx) : Global(Global), Ctx(Ctx) {}
+  bool shouldVisitTemplateInstantiations() const { return true; }
+  bool shouldVisitLambdaBody() const { return true; }
+  bool TraverseDecl(Decl *D) {
+    const FunctionDecl *Saved = Current;
+    if (auto *FD = dyn_cast_or_null<FunctionDecl>(D))
+      if (FD->doesThisDeclarationHaveABody())
+        Current = FD;
+    bool R = RecursiveASTVisitor::TraverseDecl(D);
+    Current = Saved;
+    return R;
+  }
+  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+    if (Ref->getDecl() != &Global)
+      return true;
+    if (isWritten(*Ref)) {
+      if (!Current)
+        Opaque = true;
+      else if (!llvm::is_contained(Writers, Current))
+        Writers.push_back(Current);
+    }
+    return true;
+  }
+  llvm::SmallVector<const FunctionDecl *, 2> Writers;
+  bool Opaque = false;
+
+private:
+  bool isWritten(const Expr &E) {
+    const Expr *Child = &E;
+    for (unsigned Depth = 0; Depth < 8; ++Depth) {
+      llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(*Child, Ctx);
+      const auto *Parent = Parents.empty() ? nullptr : Parents[0].get<Expr>();
+      if (!Parent)
+        return false;
+      if (isa<ImplicitCastExpr, ParenExpr, MemberExpr>(Parent)) {
+        if (const auto *Cast = dyn_cast<ImplicitCastExpr>(Parent);
+            Cast && Cast->getCastKind() == CK_LValueToRValue)
+          return false;
+        if (const auto *ME = dyn_cast<MemberExpr>(Parent)) {
+          const auto *MD = dyn_cast<CXXMethodDecl>(ME->getMemberDecl());
+          if (MD)
+            return !MD->isConst() || MD->getName().ends_with("_");
+        }
+        Child = Parent;
+        continue;
+      }
+      if (const auto *BO = dyn_cast<BinaryOperator>(Parent))
+        return BO->isAssignmentOp() && BO->getLHS()->IgnoreParenImpCasts() == Child;
+      if (const auto *UO = dyn_cast<UnaryOperator>(Parent))
+        return UO->getOpcode() == UO_AddrOf || UO->isIncrementDecrementOp();
+      if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Parent))
+        return Op->getNumArgs() > 0 &&
+               Op->getArg(0)->IgnoreParenImpCasts() == Child &&
+               (Op->isAssignmentOp() || Op->getOperator() == OO_Arrow ||
+                Op->getOperator() == OO_Subscript);
+      if (const auto *Call = dyn_cast<CallExpr>(Parent)) {
+        const FunctionDecl *FD = Call->getDirectCallee();
+        if (!FD)
+          return true;
+        for (unsigned I = 0; I < Call->getNumArgs() && I < FD->getNumParams(); ++I)
+          if (Call->getArg(I)->IgnoreParenImpCasts() == Child) {
+            QualType PT = FD->getParamDecl(I)->getType();
+            return (PT->isReferenceType() &&
+                    !PT.getNonReferenceType().isConstQualified()) ||
+                   isModuleHandleType(PT);
+          }
+      }
+      return false;
+    }
+    return false;
+  }
+  const VarDecl &Global;
+  ASTContext &Ctx;
+  const FunctionDecl *Current = nullptr;
+};
+} // namespace
+
+ValueFacts ProgramModel::globalFacts(const VarDecl &Global) {
+  const VarDecl *Key = Global.getCanonicalDecl();
+  if (auto It = Globals.find(Key); It != Globals.end())
+    return It->second ? *It->second : ValueFacts();
+  Globals[Key] = std::nullopt; // a cycle asks again: unknown
+  const VarDecl *Def = Global.getDefinition() ? Global.getDefinition() : &Global;
+  if (isSystemHeaderDecl(*Def, Ctx.getSourceManager()))
+    return ValueFacts();
+  // The initialiser, as a namespace-scope statement runs it.
+  FlowModel Model(Def, Ctx, *this);
+  State Empty;
+  Empty.path().Cuda = CudaGuard::Unguarded;
+  Empty.path().Grad = GradMode::Enabled;
+  Location Self = Location::global(Key);
+  QualType T = Def->getType();
+  const Expr *Init = Def->getInit();
+  bool Default = !Init || (isa<CXXConstructExpr>(Init->IgnoreImplicit()) &&
+                           cast<CXXConstructExpr>(Init->IgnoreImplicit())
+                                   ->getNumArgs() == 0);
+  ValueFacts Facts;
+  if (Init && !Default) {
+    Facts = Model.evaluate(Init, Empty);
+    if (isDeviceType(T) && !Facts.Device.Value.isKnown())
+      Facts.Device = {DeviceValue::symbolic(Def), Def->getLocation()};
+  }
+  if (!T.isConstQualified() && !Def->isConstexpr()) {
+    GlobalWrites Writes(*Key, Ctx);
+    for (Decl *D : UserCodeTraversal::userDeclarations(Ctx))
+      Writes.TraverseDecl(D);
+    bool Any = !Default;
+    for (const FunctionDecl *Writer : Writes.Writers) {
+      const FunctionSummary *S = summary(*Writer);
+      ValueFacts Written;
+      if (S && !Writes.Opaque)
+        for (const SummaryEffect &E : S->Effects)
+          if (E.Where == Self)
+            Written = E.Exit.withoutEntries();
+      if (S && !Writes.Opaque && !Written.isUnknown() &&
+          !llvm::any_of(S->Clobbers, [&](const Location &L) { return L == Self; })) {
+        // A default-constructed global set before use (`init()`) holds
+        // what it is set to.
+        Facts = Any ? joinFacts(Facts, Written) : Written;
+        Any = true;
+        continue;
+      }
+      Facts = ValueFacts();
+      Any = true;
+      break;
+    }
+    if (Writes.Opaque)
+      Facts = ValueFacts();
+  }
+  if (isDeviceType(T) && !Facts.Device.Value.isKnown())
+    Facts.Device = {DeviceValue::symbolic(Def), Def->getLocation()};
+  Facts.Empty = false;
+  Globals[Key] = Facts;
+  return Facts;
+}
+
+const FlowAnalysis *ProgramModel::initializerAnalysis(const VarDecl &Global) {
+  std::unique_ptr<FlowAnalysis> &Slot = Initializers[&Global];
+  if (!Slot) {
+    State Start;
+    Start.path().Cuda = CudaGuard::Unguarded;
+    Start.path().Grad = GradMode::Enabled;
+    Slot = FlowAnalysis::runInitializer(Global, *this, Start);
+  }
+  return Slot && Slot->converged() ? Slot.get() : nullptr;
+}
+
+PathFacts ProgramModel::initializerPath(const VarDecl &Global) {
+  const FlowAnalysis *A = initializerAnalysis(Global);
+  if (!A)
+    return PathFacts();
+  PathFacts Joined;
+  bool First = true;
+  for (const State &End : A->endStates()) {
+    Joined = First ? End.path() : joinPaths(Joined, End.path());
+    First = false;
+  }
+  return Joined;
+}
+
+//===--- Module classes ----------------------------------------------------===//
+
+/// The module class a handle type holds.
+static const CXXRecordDecl *moduleClassOf(QualType T) {
+  const CXXRecordDecl *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (T.getNonReferenceType()->isPointerType())
+    RD = T.getNonReferenceType()->getPointeeType()->getAsCXXRecordDecl();
+  for (unsigned Depth = 0; RD && Depth < 4; ++Depth) {
+    if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD)) {
+      llvm::StringRef Name = Spec->getSpecializedTemplate()->getName();
+      if ((Name == "ModuleHolder" || Name == "shared_ptr") &&
+          Spec->getTemplateArgs().size() >= 1 &&
+          Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type) {
+        RD = Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
+        continue;
+      }
+    }
+    bool Holder = false;
+    if (RD->hasDefinition())
+      for (const CXXBaseSpecifier &Base : RD->bases())
+        if (const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+                Base.getType()->getAsCXXRecordDecl()))
+          if (Spec->getSpecializedTemplate()->getName() == "ModuleHolder") {
+            RD = Spec;
+            Holder = true;
+          }
+    if (!Holder)
+      return RD;
+  }
+  return RD;
+}
+
+/// LibTorch's modules without parameters or buffers.
+static bool isParameterlessLibraryModule(const CXXRecordDecl &RD) {
+  std::string Q = RD.getQualifiedNameAsString();
+  llvm::StringRef N(Q);
+  if (!N.consume_front("torch::nn::"))
+    return false;
+  return N.ends_with("LossImpl") || N == "ReLUImpl" || N == "DropoutImpl" ||
+         N == "FlattenImpl" || N == "SigmoidImpl" || N == "TanhImpl" ||
+         N == "SoftmaxImpl" || N == "LogSoftmaxImpl" || N == "GELUImpl" ||
+         N == "IdentityImpl" || N == "LeakyReLUImpl" || N == "ELUImpl" ||
+         N.starts_with("MaxPool") || N.starts_with("AvgPool") ||
+         N.starts_with("AdaptiveAvgPool") || N.starts_with("AdaptiveMaxPool") ||
+         N.starts_with("Dropout");
+}
+
+/// Whether a user-defined constructor moves the module it builds.
+static bool constructorMoves(const CXXRecordDecl &RD) {
+  for (const CXXConstructorDecl *Ctor : RD.ctors()) {
+    const Stmt *Body = Ctor->getBody();
+    if (!Body)
+      continue;
+    struct FindTo : RecursiveASTVisitor<FindTo> {
+      bool Found = false;
+      bool VisitCXXMemberCallExpr(CXXMemberCallExpr *C) {
+        if (const auto *MD = C->getMethodDecl())
+          Found |= MD->getIdentifier() &&
+                   (MD->getName() == "to" || MD->getName() == "cuda");
+        return !Found;
+      }
+    } Finder;
+    Finder.TraverseStmt(const_cast<Stmt *>(Body));
+    if (Finder.Found)
+      return true;
+  }
+  return false;
+}
+
+const ModuleClassFacts &ProgramModel::moduleClassFacts(QualType ModuleType) {
+  const Type *Key = ModuleType.getNonReferenceType().getCanonicalType().getTypePtr();
+  auto [It, New] = ModuleClasses.try_emplace(Key);
+  if (!New)
+    return It->second;
+  ModuleClassFacts F;
+  if (const CXXRecordDecl *RD = moduleClassOf(ModuleType)) {
+    F.ConstructorMoves = constructorMoves(*RD);
+    if (isParameterlessLibraryModule(*RD))
+      F.HasParameters = Tri::No;
+  } else {
+    F.ConstructorMoves = true; // unknown: claim nothing
+  }
+  ModuleClasses[Key] = F;
+  return ModuleClasses[Key];
+}
+
+//===--- Training calls ----------------------------------------------------===//
+
+bool ProgramModel::callTrains(const CallExpr &Call, TrainingCall What) {
+  bool Backward = What != TrainingCall::Step;
+  bool Step = What != TrainingCall::Backward;
+  if ((Backward && isBackwardCall(Call, options())) ||
+      (Step && isOptimizerStepCall(Call, options())))
+    return true;
+  const FunctionSummary *S = summaryForCall(Call);
+  return S && ((Backward && S->Backward.isValid()) ||
+               (Step && S->Step.isValid()));
+}
+
+static bool carriesTensor(QualType T, unsigned Depth) {
+  if (T.isNull() || Depth > 3)
+    return false;
+  T = T.getNonReferenceType();
+  if (T->isPointerType())
+    T = T->getPointeeType();
+  T = T.getCanonicalType();
+  if (isTensorType(T))
+    return true;
+  const auto *RD = T->getAsCXXRecordDecl();
+  if (!RD)
+    return false;
+  if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD))
+    for (const TemplateArgument &A : Spec->getTemplateArgs().asArray()) {
+      llvm::ArrayRef<TemplateArgument> Args =
+          A.getKind() == TemplateArgument::Pack ? A.pack_elements()
+                                                : llvm::ArrayRef(A);
+      for (const TemplateArgument &Arg : Args)
+        if (Arg.getKind() == TemplateArgument::Type &&
+            carriesTensor(Arg.getAsType(), Depth + 1))
+          return true;
+    }
+  if (!RD->hasDefinition() || RD->isLambda())
+    return false;
+  std::string Q = RD->getQualifiedNameAsString();
+  if (llvm::StringRef(Q).starts_with("std::"))
+    return false;
+  if (llvm::StringRef(Q).starts_with("torch::data::Example"))
+    return true;
+  for (const FieldDecl *F : RD->getDefinition()->fields())
+    if (carriesTensor(F->getType(), Depth + 1))
+      return true;
+  return false;
+}
+
+bool ProgramModel::mayTrain(const CallExpr &Call) {
+  if (callTrains(Call, TrainingCall::BackwardOrStep))
+    return true;
+  const FunctionDecl *FD = Call.getDirectCallee();
+  bool Opaque = false;
+  if (!FD) {
+    Opaque = true; // a function pointer
+  } else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
+             Op && Op->getOperator() == OO_Call && isa<CXXMethodDecl>(FD) &&
+             cast<CXXMethodDecl>(FD)->getParent()->getQualifiedNameAsString() ==
+                 "std::function") {
+    Opaque = true; // a type-erased callable
+  } else if (isLibraryFunction(*FD) ||
+             (FD->getIdentifier() && FD->getName() == "forward")) {
+    // LibTorch runs no backward of the user's; a module's forward builds a
+    // graph, it does not run backward.
+    return false;
+  } else if (const FunctionSummary *S = summaryForCall(Call)) {
+    return S->MayRunOpaqueBackward;
+  } else {
+    Opaque = true;
+  }
+  if (!Opaque)
+    return false;
+  for (const Expr *Arg : Call.arguments())
+    if (carriesTensor(Arg->getType(), 0))
+      return true;
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call))
+    if (const Expr *Obj = Member->getImplicitObjectArgument())
+      return carriesTensor(Obj->getType(), 0);
+  return false;
+}
+
+//===--- Device literals ---------------------------------------------------===//
+
+DeviceLiteralUse ProgramModel::deviceLiteralUse(const Expr &Literal,
+                                                const Decl &Owner) {
+  std::unique_ptr<ParentMap> &PM = ParentMaps[&Owner];
+  if (!PM) {
+    const auto *Function = dyn_cast<FunctionDecl>(&Owner);
+    const auto *Var = dyn_cast<VarDecl>(&Owner);
+    Stmt *Root = Function ? Function->getBody()
+                          : Var ? const_cast<Expr *>(Var->getInit()) : nullptr;
+    PM = std::make_unique<ParentMap>(Root);
+    if (const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Function))
+      for (const CXXCtorInitializer *Init : Ctor->inits()) {
+        Expr *E = Init->getInit();
+        if (const auto *Default = dyn_cast_or_null<CXXDefaultInitExpr>(E))
+          E = const_cast<Expr *>(Default->getExpr());
+        if (E)
+          PM->addStmt(E);
+      }
+  }
+  return classifyDeviceLiteralUse(Literal, *PM, options());
+}
+
+} // namespace clang::tidy::torch
+
+namespace clang::tidy::torch {
+
+//===--- Graphs across functions -------------------------------------------===//
+
+/// The user functions of the TU that the model analyses.
+static std::vector<const FunctionDecl *> analysedFunctions(ProgramModel &P) {
+  std::vector<const FunctionDecl *> Out;
+  for (const auto &Entry : P.callGraph())
+    if (const auto *FD = dyn_cast_or_null<FunctionDecl>(Entry.first)) {
+      const FunctionDecl *Def = nullptr;
+      if (FD->hasBody(Def) && Def && P.isAnalyzable(*Def))
+        Out.push_back(Def);
+    }
+  llvm::sort(Out, [](const FunctionDecl *A, const FunctionDecl *B) {
+    return A->getLocation().getRawEncoding() < B->getLocation().getRawEncoding();
+  });
+  return Out;
+}
+
+const llvm::DenseSet<const Stmt *> &ProgramModel::graphsBackpropagated() {
+  if (!Backpropagated) {
+    Backpropagated.emplace();
+    for (const FunctionDecl *F : analysedFunctions(*this))
+      if (const FlowAnalysis *A = analysis(*F))
+        for (const State &S : A->endStates())
+          Backpropagated->insert(S.path().GraphsBackpropagated.begin(),
+                                 S.path().GraphsBackpropagated.end());
+  }
+  return *Backpropagated;
+}
+
+const llvm::DenseSet<const Stmt *> &
+ProgramModel::graphsReturnedBy(const FunctionDecl &F) {
+  auto [It, New] = Returned.try_emplace(&F);
+  if (New)
+    if (const FunctionSummary *S = summary(F))
+      for (const SummaryEffect &R : S->Returns)
+        It->second.insert(R.Exit.GraphSources.begin(),
+                          R.Exit.GraphSources.end());
+  return It->second;
+}
+
+const llvm::DenseSet<const Stmt *> &
+ProgramModel::graphsKeptBy(const FunctionDecl &F) {
+  auto [It, New] = Kept.try_emplace(&F);
+  if (!New)
+    return It->second;
+  llvm::DenseSet<const Stmt *> &Out = It->second;
+  Out = graphsReturnedBy(F);
+  if (const FlowAnalysis *A = analysis(F))
+    for (const State &S : A->endStates()) {
+      Out.insert(S.path().GraphsEscaped.begin(), S.path().GraphsEscaped.end());
+      S.forEach([&](const Location &L, const ValueFacts &V) {
+        bool Outlives = L.Kind == Location::This || L.Kind == Location::Global ||
+                        (L.Kind == Location::Local &&
+                         isa_and_nonnull<ParmVarDecl>(L.Root));
+        if (Outlives)
+          Out.insert(V.GraphSources.begin(), V.GraphSources.end());
+      });
+    }
+  return Out;
+}
+
+std::pair<int64_t, const Expr *> ProgramModel::largestCountProven() {
+  if (!LargestCount) {
+    LargestCount.emplace(0, nullptr);
+    for (const FunctionDecl *F : analysedFunctions(*this))
+      if (const FlowAnalysis *A = summaryAnalysis(*F)) {
+        auto [Count, Proof] = A->largestCountProven();
+        if (Count > LargestCount->first)
+          *LargestCount = {Count, Proof};
+      }
+  }
+  return *LargestCount;
+}
+
+} // namespace clang::tidy::torch

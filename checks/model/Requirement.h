@@ -1,0 +1,163 @@
+//===--- Requirement.h - torch-tidy -----------------------------*- C++ -*-===//
+//
+// What a check requires of the values at a statement, or watches for: "the
+// operands of a multi-tensor op share a device", "a non-blocking
+// host-to-device source is pinned", "no host sync runs on every training
+// step". A check defines a Requirement (which statements impose it, on which
+// operands, and when their facts violate it) and registers it; the model
+// judges it wherever the facts decide, and lifts the rest into the function's
+// summary, in terms of its parameters, so that each caller judges it with
+// its arguments. The check receives each Violation with its path and writes
+// only the message and the notes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_MODEL_REQUIREMENT_H
+#define TORCH_TIDY_MODEL_REQUIREMENT_H
+
+#include "Facts.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/Stmt.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include <string>
+
+namespace clang::tidy::torch {
+
+class FlowModel;
+class State;
+
+/// Where a statement runs relative to loops, as far as one function (and,
+/// after instantiation, its callers) proves.
+struct LoopContext {
+  /// Valid when the statement runs on every iteration of a training loop
+  /// (one that calls backward() or an optimizer step): that loop, or, in a
+  /// callee, the call made on every iteration.
+  SourceLocation TrainingLoop;
+  /// The call that makes that loop a training loop, and its callee's name
+  /// ("backward()"), for notes.
+  SourceLocation TrainingCall;
+  llvm::StringRef TrainingCallee;
+  /// Valid when the statement runs inside a loop (on some iterations at
+  /// least): that loop.
+  SourceLocation Loop;
+  /// The loop the statement runs in never calls backward() on anything,
+  /// and may not (through an opaque call) either.
+  bool LoopWithoutBackward = false;
+  /// The statement runs on every call of its function, and no loop of the
+  /// function repeats it: where it runs is the caller's to say.
+  bool EveryCall = false;
+};
+
+/// Where a statement runs once its function's caller is known: what the
+/// function decided stays; a statement that runs on every call runs on every
+/// training step its caller runs on, and a statement outside any loop of its
+/// function runs in its caller's loop.
+void inheritLoopContext(LoopContext &C, const LoopContext &Caller);
+
+/// What a requirement is judged with at a site.
+struct SiteContext {
+  PathFacts Path;
+  LoopContext Loop;
+  /// The statement that imposed the requirement (in a callee, for a lifted
+  /// one); null when read from another TU.
+  const Stmt *At = nullptr;
+};
+
+/// One operand of a requirement.
+struct Operand {
+  ValueFacts Facts;
+  /// How notes name it: "'background'".
+  std::string Name;
+  /// The expression, in the function where the requirement was matched.
+  const Expr *Source = nullptr;
+};
+
+enum class Verdict {
+  /// The facts satisfy it, or prove nothing.
+  Holds,
+  Violated,
+  /// It depends on the function's callers: lift it into the summary.
+  Callers,
+};
+
+/// What a statement imposes: the operands, what the statement does (for
+/// messages), and flags of the requirement's own.
+struct RequirementMatch {
+  llvm::SmallVector<Operand, 2> Operands;
+  std::string What;
+  unsigned Flags = 0;
+};
+
+class Requirement {
+public:
+  virtual ~Requirement();
+  /// A stable name, for summaries exported across translation units.
+  virtual llvm::StringRef name() const = 0;
+  /// Whether \p S imposes the requirement; fills its operands (facts
+  /// evaluated in \p St).
+  virtual bool match(const Stmt &S, const FlowModel &M, const State &St,
+                     RequirementMatch &Out) const = 0;
+  /// Whether the facts violate it. An operand fact that stands for a
+  /// parameter's value at entry (isParameterEntry) is the callers' to
+  /// decide: when the verdict depends on one, answer Callers.
+  virtual Verdict judge(const RequirementMatch &Site,
+                        const SiteContext &Context) const = 0;
+
+  /// Every registered requirement, in registration order.
+  static llvm::ArrayRef<const Requirement *> all();
+  /// The registered requirement named \p Name, or null.
+  static const Requirement *named(llvm::StringRef Name);
+};
+
+/// Registers a requirement for every model, at static initialisation:
+///   static const MyRequirement Instance;
+///   static const RequirementRegistration Registered(Instance);
+/// The model judges every registered requirement, whichever checks run, so
+/// that a summary exported across translation units is complete.
+struct RequirementRegistration {
+  explicit RequirementRegistration(const Requirement &R);
+};
+
+/// Whether \p Fact stands for the value a parameter had at entry: what the
+/// callers pass decides it. (Members and globals at entry have the values
+/// the program gives them; a function decides with those.)
+template <typename T> bool isParameterEntry(const Sourced<T> &Fact) {
+  return Fact.Entry && isa<ParmVarDecl>(Fact.Entry);
+}
+
+/// A requirement that the callee could not decide: in the callee's terms,
+/// with the place where it was matched.
+struct Obligation {
+  const Requirement *Kind = nullptr;
+  RequirementMatch Site;
+  SiteContext Context;
+  /// The statement in the callee (or a callee of it) and the calls that
+  /// lead there from the callee.
+  SourceLocation At;
+  const Stmt *AtStmt = nullptr;
+  const CallStep *Via = nullptr;
+};
+
+class FlowAnalysis;
+
+/// A requirement found violated.
+struct Violation {
+  const Requirement *Kind = nullptr;
+  /// The analysis that judged it.
+  const FlowAnalysis *Analysis = nullptr;
+  /// The statement judged: the matched statement, or the call whose
+  /// arguments violate a callee's obligation.
+  const Stmt *Site = nullptr;
+  RequirementMatch Match;
+  SiteContext Context;
+  /// For a callee's obligation: where in the callee it was matched, and the
+  /// calls inside the callee that lead there.
+  const Obligation *FromCallee = nullptr;
+  /// The callee of Site, for a callee's obligation.
+  const FunctionDecl *Callee = nullptr;
+};
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_MODEL_REQUIREMENT_H

@@ -1,0 +1,71 @@
+//===--- Summary.h - torch-tidy ---------------------------------*- C++ -*-===//
+//
+// What the engine proves about a function, in terms of its entry values, so
+// that a caller can use it without looking at the body:
+//  - the facts of its return value, part by part for tuples and aggregates;
+//  - its effects on what the caller can see: reference parameters and the
+//    module handles it is given, the members of `*this`, globals, the
+//    variables a lambda captures by reference;
+//  - its effect on the path: autograd left switched off, for example;
+//  - the requirements it could not decide (obligations), for the caller to
+//    judge with its arguments;
+//  - whether it runs a backward pass, an optimizer step or a
+//    synchronisation.
+// A summary is computed once per function (ProgramModel), or read from an
+// earlier audit for a function defined in another TU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_TIDY_MODEL_SUMMARY_H
+#define TORCH_TIDY_MODEL_SUMMARY_H
+
+#include "Requirement.h"
+#include "State.h"
+#include <vector>
+
+namespace clang::tidy::torch {
+
+/// The facts a location holds when the function returns; unknown facts are
+/// not listed.
+struct SummaryEffect {
+  /// In the callee's terms: a parameter (Local root), a member of `*this`,
+  /// a global, a captured variable; or, for Returns, the returned value.
+  Location Where;
+  ValueFacts Exit;
+};
+
+struct FunctionSummary {
+  /// False when nothing is proven: no visible definition, recursion, an
+  /// analysis that did not converge. Every fact is then unknown.
+  bool Known = false;
+  /// The returned value and its parts (Location::returned() roots).
+  std::vector<SummaryEffect> Returns;
+  std::vector<SummaryEffect> Effects;
+  /// Locations the function may change in ways the summary does not prove:
+  /// the caller forgets them.
+  std::vector<Location> Clobbers;
+  /// Grad mode when the function returns, when it changes it.
+  GradMode ExitGrad = GradMode::Entry;
+  std::vector<Obligation> Obligations;
+  /// The body provably runs a backward pass / an optimizer step / a
+  /// gradient reset on some path; the first such call, for notes.
+  SourceLocation Backward;
+  SourceLocation Step;
+  /// Some path synchronises the device with the host.
+  bool MaySynchronize = false;
+  /// Some path may run a backward pass or a step that the analysis cannot
+  /// see (an opaque call that receives a tensor).
+  bool MayRunOpaqueBackward = false;
+
+  /// The facts of the returned value itself.
+  ValueFacts returned() const {
+    for (const SummaryEffect &R : Returns)
+      if (R.Where.Depth == 0)
+        return R.Exit;
+    return ValueFacts();
+  }
+};
+
+} // namespace clang::tidy::torch
+
+#endif // TORCH_TIDY_MODEL_SUMMARY_H

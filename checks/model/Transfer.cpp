@@ -1,0 +1,710 @@
+//===--- Transfer.cpp - torch-tidy ----------------------------------------===//
+//
+// FlowModel::transfer: how statements change the state. Declarations and
+// assignments write locations (part by part for tuples and aggregates),
+// accumulations and container inserts join into them, RAII guards switch
+// autograd for their scope, CUDA and CPU selections are recorded on the
+// path, and branches narrow the state with what their condition proves.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "api/Devices.h"
+#include "api/StdLibrary.h"
+#include "api/TorchMatchers.h"
+#include "api/Training.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+#include "clang/AST/StmtCXX.h"
+
+namespace clang::tidy::torch {
+
+namespace {
+
+/// Collects, in one walk of the body, the variables whose address is kept,
+/// the variables backward() runs on, and the pointers to pinned memory.
+class FunctionScanner : public RecursiveASTVisitor<FunctionScanner> {
+public:
+  FunctionScanner(llvm::DenseSet<const ValueDecl *> &Escaped)
+      : Escaped(Escaped) {}
+
+  bool shouldVisitLambdaBody() const { return false; }
+
+  /// `v.backward()`, `v.mean().backward()`, `(v / k).backward()`.
+  bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+    const CXXMethodDecl *MD = Call->getMethodDecl();
+    if (!MD || !MD->getIdentifier() || MD->getName() != "backward" ||
+        !isTensorType(MD->getThisType()->getPointeeType()))
+      return true;
+    if (const ValueDecl *V = backwardReceiver(Call->getImplicitObjectArgument()))
+      Backward.try_emplace(V, Call);
+    return true;
+  }
+
+  bool VisitCallExpr(CallExpr *Call) {
+    // `cudaHostAlloc(&ptr, ...)`: `ptr` points to page-locked memory.
+    if (const FunctionDecl *FD = Call->getDirectCallee();
+        FD && FD->getIdentifier() && Call->getNumArgs() > 0) {
+      llvm::StringRef N = FD->getName();
+      if (N == "cudaHostAlloc" || N == "cudaMallocHost" ||
+          N == "cuMemAllocHost" || N == "cuMemHostAlloc")
+        if (const auto *UO = dyn_cast<UnaryOperator>(
+                Call->getArg(0)->IgnoreParenCasts());
+            UO && UO->getOpcode() == UO_AddrOf)
+          if (const auto *Ref =
+                  dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenCasts()))
+            PinnedPointers.insert(Ref->getDecl());
+    }
+    // An address passed straight to a call is no escape: the call is seen
+    // (its summary, or an opaque call that forgets the variable).
+    for (const Expr *Arg : Call->arguments())
+      if (const auto *UO = dyn_cast<UnaryOperator>(Arg->IgnoreParenImpCasts());
+          UO && UO->getOpcode() == UO_AddrOf)
+        PassedAddresses.insert(UO);
+    return true;
+  }
+
+  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
+    if (Op->isAssignmentOp() && Op->getNumArgs() == 2)
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(
+              Op->getArg(0)->IgnoreParenImpCasts()))
+        ++Writes[Ref->getDecl()];
+    return true;
+  }
+
+  bool VisitUnaryOperator(UnaryOperator *UO) {
+    if (UO->getOpcode() == UO_AddrOf && !PassedAddresses.contains(UO))
+      if (const auto *Ref =
+              dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
+        Escaped.insert(Ref->getDecl());
+    return true;
+  }
+
+  /// The variables on which backward() runs, written at most once.
+  llvm::DenseMap<const ValueDecl *, const CallExpr *> backwardReceivers() const {
+    llvm::DenseMap<const ValueDecl *, const CallExpr *> Out;
+    for (const auto &[V, Call] : Backward) {
+      unsigned W = Writes.lookup(V);
+      const auto *VD = dyn_cast<VarDecl>(V);
+      if (!VD || Escaped.contains(V) || VD->getType()->isReferenceType())
+        continue;
+      // A parameter is written by its caller; a local by its initialiser.
+      if ((isa<ParmVarDecl>(VD) && W == 0) ||
+          (!isa<ParmVarDecl>(VD) && W == 0 && VD->hasInit()))
+        Out.try_emplace(V, Call);
+    }
+    return Out;
+  }
+
+  llvm::DenseSet<const ValueDecl *> PinnedPointers;
+
+private:
+  /// The variable whose value a backward() receiver is: through reductions
+  /// and arithmetic with a non-tensor, not through detach().
+  static const ValueDecl *backwardReceiver(const Expr *E) {
+    for (unsigned Depth = 0; E && Depth < 8; ++Depth) {
+      E = stripConversions(E);
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+        return Ref->getDecl();
+      if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
+        llvm::StringRef Name = tensorMethodName(*Call);
+        if (Name != "mean" && Name != "sum" && Name != "squeeze")
+          return nullptr;
+        E = Call->getImplicitObjectArgument();
+        continue;
+      }
+      if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+        if (Op->getNumArgs() != 2 ||
+            (Op->getOperator() != OO_Slash && Op->getOperator() != OO_Star))
+          return nullptr;
+        bool LeftTensor = isTensorType(Op->getArg(0)->getType());
+        bool RightTensor = isTensorType(Op->getArg(1)->getType());
+        if (LeftTensor == RightTensor)
+          return nullptr;
+        E = LeftTensor ? Op->getArg(0) : Op->getArg(1);
+        continue;
+      }
+      return nullptr;
+    }
+    return nullptr;
+  }
+
+  llvm::DenseSet<const ValueDecl *> &Escaped;
+  llvm::DenseMap<const ValueDecl *, const CallExpr *> Backward;
+  llvm::DenseMap<const ValueDecl *, unsigned> Writes;
+  llvm::DenseSet<const UnaryOperator *> PassedAddresses;
+};
+
+/// A container or buffer class whose storage is ordinary heap memory.
+bool isHostBufferClass(QualType T) {
+  const CXXRecordDecl *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!RD || !RD->getIdentifier())
+    return false;
+  llvm::StringRef N = RD->getName();
+  return (RD->isInStdNamespace() &&
+          (N == "vector" || N == "array" || N == "basic_string" ||
+           N == "unique_ptr")) ||
+         N == "Mat"; // cv::Mat
+}
+
+} // namespace
+
+FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
+    : Owner(Owner), Function(dyn_cast_or_null<FunctionDecl>(Owner)), Ctx(Ctx),
+      Program(Program) {
+  FunctionScanner Scanner(Escaped);
+  if (const Stmt *Body = Function ? Function->getBody() : nullptr)
+    Scanner.TraverseStmt(const_cast<Stmt *>(Body));
+  if (const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Function))
+    for (const CXXCtorInitializer *Init : Ctor->inits())
+      if (Init->getInit())
+        Scanner.TraverseStmt(Init->getInit());
+  BackwardReceivers = Scanner.backwardReceivers();
+  PinnedHostPointers = std::move(Scanner.PinnedPointers);
+}
+
+const TorchApiOptions &FlowModel::options() const { return Program.options(); }
+
+Pinning FlowModel::userMemoryPinning(const Expr *Data) const {
+  if (!Data)
+    return Pinning::Unknown;
+  Data = Data->IgnoreParenCasts();
+  // `&buf[0]`, `&buf`
+  if (const auto *UO = dyn_cast<UnaryOperator>(Data);
+      UO && UO->getOpcode() == UO_AddrOf)
+    Data = UO->getSubExpr()->IgnoreParenCasts();
+  if (const auto *Sub = dyn_cast<CXXOperatorCallExpr>(Data);
+      Sub && Sub->getOperator() == OO_Subscript)
+    Data = Sub->getArg(0)->IgnoreParenCasts();
+  if (const auto *Sub = dyn_cast<ArraySubscriptExpr>(Data))
+    Data = Sub->getBase()->IgnoreParenCasts();
+  // `buf.data()`, `mat.ptr<T>()`, `mat.data`
+  const Expr *Object = nullptr;
+  if (const auto *Call = dyn_cast<CXXMemberCallExpr>(Data)) {
+    if (const CXXMethodDecl *MD = Call->getMethodDecl();
+        MD && MD->getIdentifier() &&
+        (MD->getName() == "data" || MD->getName() == "ptr" ||
+         MD->getName() == "get"))
+      Object = Call->getImplicitObjectArgument();
+  } else if (const auto *ME = dyn_cast<MemberExpr>(Data)) {
+    if (!ME->isArrow())
+      Object = ME->getBase();
+  } else {
+    Object = Data;
+  }
+  if (!Object)
+    return Pinning::Unknown;
+  Object = Object->IgnoreParenImpCasts();
+  const auto *Ref = dyn_cast<DeclRefExpr>(Object);
+  const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  if (!Var)
+    return isHostBufferClass(Object->getType()) && isa<MemberExpr>(Object)
+               ? Pinning::Pageable
+               : Pinning::Unknown;
+  if (PinnedHostPointers.contains(Var))
+    return Pinning::Pinned;
+  QualType T = Var->getType();
+  if (isHostBufferClass(T) || T->isConstantArrayType())
+    return Pinning::Pageable;
+  // A pointer this function allocated: `new float[n]`, `malloc(n)`.
+  if (T->isPointerType() && Var->hasLocalStorage() && !isa<ParmVarDecl>(Var) &&
+      Var->getInit()) {
+    const Expr *Init = Var->getInit()->IgnoreParenCasts();
+    if (isa<CXXNewExpr>(Init))
+      return Pinning::Pageable;
+    if (const auto *Call = dyn_cast<CallExpr>(Init))
+      if (const FunctionDecl *FD = Call->getDirectCallee())
+        if (FD->getIdentifier() &&
+            (FD->getName() == "malloc" || FD->getName() == "calloc"))
+          return Pinning::Pageable;
+  }
+  return Pinning::Unknown;
+}
+
+//===--- Writes ------------------------------------------------------------===//
+
+/// What a scalar written on a path proves: its own implications, and, when
+/// it is a constant, the path's facts (`use_cuda = true;` under an
+/// availability check).
+static ScalarFacts withPath(ScalarFacts F, const PathFacts &P) {
+  Implication Here{P.Cuda == CudaGuard::Checked, P.CountAtLeast};
+  // A value that is never true (false) on this path implies anything when
+  // true (false).
+  const Implication Vacuous{true, EveryDevice};
+  if (F.Known) {
+    F.IfTrue = *F.Known ? Here : Vacuous;
+    F.IfFalse = *F.Known ? Vacuous : Here;
+  }
+  return F;
+}
+
+void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
+                            SourceLocation Loc, State &St) const {
+  Type = Type.getNonReferenceType();
+  ValueFacts F;
+  if (isModuleHandleType(Type) && !Init) {
+    // `Net net;`: a module built here.
+    if (const CXXRecordDecl *RD = Type->getAsCXXRecordDecl(); RD && !Type->isPointerType()) {
+      const ModuleClassFacts &Class = Program.moduleClassFacts(Type);
+      if (!Class.ConstructorMoves)
+        F.Device = {DeviceValue::cpu(), Loc};
+      F.HasParameters = Class.HasParameters;
+      F.ModeLayers = Class.ModeLayers;
+      F.Mode = {ModuleMode::Train, Loc};
+    }
+    St.set(L, F);
+    return;
+  }
+  if (Init)
+    F = evaluate(Init, St);
+  if (isModuleHandleType(Type) && Init) {
+    const Expr *Stripped = Init->IgnoreImplicit();
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
+        Construct && !Construct->getConstructor()->isCopyOrMoveConstructor())
+      F = evaluateConstruction(*Construct, St);
+    else if (const auto *Call = dyn_cast<CallExpr>(Stripped))
+      if (const FunctionDecl *FD = Call->getDirectCallee();
+          FD && FD->getIdentifier() &&
+          (FD->getName() == "make_shared" || FD->getName() == "make_unique") &&
+          FD->isInStdNamespace()) {
+        // std::make_shared<Net>(...): a module built here.
+        const ModuleClassFacts &Class = Program.moduleClassFacts(Type);
+        F = ValueFacts();
+        if (!Class.ConstructorMoves)
+          F.Device = {DeviceValue::cpu(), Loc};
+        F.HasParameters = Class.HasParameters;
+        F.ModeLayers = Class.ModeLayers;
+        F.Mode = {ModuleMode::Train, Loc};
+      }
+  }
+  // A device variable that holds no constant is named after itself.
+  if (isDeviceType(Type) && Init &&
+      (!F.Device.Value.isKnown() || F.Device.Value.isSymbolic()) &&
+      !F.Device.Entry)
+    if (const NamedDecl *Holder = L.Depth ? static_cast<const NamedDecl *>(
+                                                L.last().asField())
+                                          : L.Root)
+      F.Device = {DeviceValue::symbolic(Holder), Loc};
+  if (Type->isBooleanType() || Type->isIntegerType())
+    F.Scalar = withPath(F.Scalar, St.path());
+  // backward() runs on this value later: LibTorch requires a graph.
+  if (L.Kind == Location::Local && !L.Depth && isTensorType(Type) &&
+      F.Graph.Value == GraphState::Unknown)
+    if (const CallExpr *Backward = BackwardReceivers.lookup(L.Root))
+      F.Graph = {GraphState::InGraph, Backward->getExprLoc()};
+  if (!isTensorType(Type)) {
+    F.PendingCopy = SourceLocation();
+    F.PendingVia = nullptr;
+  }
+  // A default-constructed tensor, or an empty holder, holds nothing yet.
+  if (!Init && (isTensorType(Type) || containerRecord(Type)))
+    F.Empty = true;
+  St.set(L, F);
+}
+
+void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
+                       SourceLocation Loc, State &St) const {
+  if (!L)
+    return;
+  // The whole object changes, parts included.
+  St.forgetTree(L);
+  Type = Type.getNonReferenceType();
+  const Expr *Stripped = Init ? Init->IgnoreImplicit() : nullptr;
+  if (const auto *EWC = dyn_cast_or_null<ExprWithCleanups>(Stripped))
+    Stripped = EWC->getSubExpr()->IgnoreImplicit();
+
+  // A container: its elements, from an initialiser list or a copy.
+  if (containerRecord(Type)) {
+    Location Elements = L.child(Selector::element());
+    if (Stripped)
+      if (Location From = locationOf(Stripped)) {
+        St.copyTree(From, L);
+        return;
+      }
+    const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Stripped);
+    if (!Stripped || (Construct && Construct->getNumArgs() == 0)) {
+      ValueFacts Nothing;
+      Nothing.Empty = true;
+      St.set(Elements, Nothing);
+      return;
+    }
+    const InitListExpr *List = nullptr;
+    if (Construct && Construct->getNumArgs() == 1)
+      if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(
+              Construct->getArg(0)->IgnoreImplicit()))
+        List = dyn_cast<InitListExpr>(Std->getSubExpr()->IgnoreImplicit());
+    if (!List)
+      List = dyn_cast<InitListExpr>(Stripped);
+    if (List) {
+      ValueFacts Joined;
+      Joined.Empty = true;
+      for (const Expr *E : List->inits())
+        Joined = joinFacts(Joined, evaluate(E, St));
+      St.set(Elements, Joined);
+    }
+    return;
+  }
+
+  // A pair, a tuple or an aggregate: part by part.
+  if (Stripped) {
+    if (Location From = locationOf(Stripped)) {
+      if (From != L)
+        St.copyTree(From, L);
+      if (!isTupleLike(Type) && !Type->isRecordType())
+        assignValue(L, Type, Init, Loc, St);
+      else if (const ValueFacts *Whole = St.lookup(From))
+        St.set(L, *Whole);
+      return;
+    }
+    llvm::SmallVector<const Expr *, 4> Parts;
+    const CXXRecordDecl *RD = Type->getAsCXXRecordDecl();
+    if (const auto *Call = dyn_cast<CallExpr>(Stripped)) {
+      const FunctionDecl *FD = Call->getDirectCallee();
+      if (FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+          (FD->getName() == "make_tuple" || FD->getName() == "make_pair" ||
+           FD->getName() == "forward_as_tuple"))
+        Parts.assign(Call->arg_begin(), Call->arg_end());
+    } else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped)) {
+      if (isTupleLike(Type) && Construct->getNumArgs() >= 2)
+        Parts.assign(Construct->arg_begin(), Construct->arg_end());
+    } else if (const auto *List = dyn_cast<InitListExpr>(Stripped)) {
+      if (RD && (RD->isAggregate() || isTupleLike(Type)))
+        Parts.assign(List->inits().begin(), List->inits().end());
+    }
+    if (!Parts.empty() && RD) {
+      if (isStdClass(RD, "tuple")) {
+        for (unsigned I = 0; I < Parts.size(); ++I)
+          assign(L.child(Selector::tupleElement(I)), Parts[I]->getType(),
+                 Parts[I], Loc, St);
+        return;
+      }
+      unsigned I = 0;
+      for (const FieldDecl *Field : RD->fields()) {
+        if (I >= Parts.size())
+          break;
+        assign(L.child(Selector::field(Field)), Field->getType(), Parts[I++],
+               Loc, St);
+      }
+      return;
+    }
+    // A user function's result: what its summary says of each part.
+    if (const auto *Call = dyn_cast<CallExpr>(Stripped);
+        Call && (isTupleLike(Type) || (RD && !isTensorType(Type) &&
+                                       !isModuleHandleType(Type) &&
+                                       !isDeviceType(Type) &&
+                                       !isTensorOptionsType(Type))))
+      if (const FunctionSummary *Summary = Program.summaryForCall(*Call)) {
+        applySummary(resolve(*Call), *Summary, L, St);
+        return;
+      }
+    // A user class built here: what its constructor does to its members.
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
+        Construct && RD && !isTensorType(Type) && !isModuleHandleType(Type) &&
+        !isDeviceType(Type) && !isTensorOptionsType(Type) &&
+        !isTupleLike(Type)) {
+      transferConstruction(*Construct, L, St);
+      return;
+    }
+  }
+  assignValue(L, Type, Init, Loc, St);
+}
+
+//===--- Statements --------------------------------------------------------===//
+
+void FlowModel::recordCudaSelection(const Expr &Use, State &St) const {
+  PathFacts &P = St.path();
+  if (P.Cuda == CudaGuard::Checked || P.hasUncheckedCuda(&Use))
+    return;
+  P.UncheckedCuda.push_back({&Use, P.Cuda});
+}
+
+void FlowModel::appendToContainer(const Location &Container, const Expr *Value,
+                                  const Stmt &At, State &St) const {
+  if (!Container)
+    return;
+  ValueFacts V = evaluate(Value, St);
+  // An element whose graph is kept from an earlier iteration makes the
+  // container carry it.
+  if (V.Graph.Value == GraphState::InGraph &&
+      !llvm::is_contained(V.GraphSources, &At))
+    V.GraphSources.push_back(&At);
+  Location Elements = Container.child(Selector::element());
+  if (const ValueFacts *Old = St.lookup(Elements)) {
+    ValueFacts Joined = joinFacts(*Old, V);
+    St.set(Elements, Joined);
+  }
+}
+
+void FlowModel::transfer(const Stmt &S, State &St) const {
+  // A read of a pending copy's result is reported once: later reads are
+  // not the first.
+  llvm::SmallVector<const Expr *, 2> Reads;
+  hostReadOperands(S, Reads);
+  for (const Expr *Read : Reads)
+    if (Location L = locationOf(Read))
+      if (const ValueFacts *F = St.lookup(L); F && F->PendingCopy.isValid()) {
+        ValueFacts Done = *F;
+        Done.PendingCopy = SourceLocation();
+        Done.PendingVia = nullptr;
+        St.set(L, Done);
+      }
+
+  if (const auto *E = dyn_cast<Expr>(&S);
+      E && (isa<DeclRefExpr, StringLiteral>(E))) {
+    DeviceLiteralKind Kind = classifyDeviceLiteral(*E);
+    if (Kind != DeviceLiteralKind::None &&
+        Program.deviceLiteralUse(*E, *Owner) == DeviceLiteralUse::Selection) {
+      if (Kind == DeviceLiteralKind::CUDA)
+        recordCudaSelection(*E, St);
+      else if (!llvm::is_contained(St.path().CpuSelections, E))
+        St.path().CpuSelections.push_back(E);
+    }
+    return;
+  }
+
+  if (const auto *DS = dyn_cast<DeclStmt>(&S)) {
+    for (const Decl *D : DS->decls()) {
+      const auto *VD = dyn_cast<VarDecl>(D);
+      if (!VD)
+        continue;
+      switch (gradGuardEffect(*VD, Ctx, options())) {
+      case GradGuardEffect::None:
+        break;
+      case GradGuardEffect::Disables:
+      case GradGuardEffect::Enables:
+      case GradGuardEffect::Unknown: {
+        PathFacts &P = St.path();
+        P.GradGuards.push_back({VD, P.Grad});
+        GradGuardEffect Effect = gradGuardEffect(*VD, Ctx, options());
+        P.Grad = Effect == GradGuardEffect::Disables  ? GradMode::Disabled
+                 : Effect == GradGuardEffect::Enables ? GradMode::Enabled
+                                                      : GradMode::Unknown;
+        continue;
+      }
+      }
+      // A reference names a new object each time it is declared (a loop's
+      // batch): what its old binding held goes.
+      if (VD->getType()->isReferenceType())
+        St.forgetTree(Location::local(VD));
+      if (!isTracked(VD) || VD->getType()->isReferenceType() ||
+          !VD->hasLocalStorage())
+        continue;
+      assign(Location::local(VD), VD->getType(), VD->getInit(),
+             VD->getLocation(), St);
+    }
+    return;
+  }
+  if (const auto *BO = dyn_cast<BinaryOperator>(&S)) {
+    if (BO->getOpcode() == BO_Assign)
+      assign(locationOf(BO->getLHS()), BO->getLHS()->getType(), BO->getRHS(),
+             BO->getExprLoc(), St);
+    else if (BO->isCompoundAssignmentOp())
+      St.forget(locationOf(BO->getLHS()));
+    return;
+  }
+  if (const auto *UO = dyn_cast<UnaryOperator>(&S)) {
+    if (UO->isIncrementDecrementOp())
+      St.forget(locationOf(UO->getSubExpr()));
+    return;
+  }
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
+    OverloadedOperatorKind K = Op->getOperator();
+    if (K == OO_Equal && Op->getNumArgs() == 2 &&
+        !isa<CXXMethodDecl>(Op->getDirectCallee()
+                                ? Op->getDirectCallee()
+                                : nullptr)) {
+      // A free operator= does not exist; member ones are below.
+    }
+    if (K == OO_Equal && Op->getNumArgs() == 2) {
+      assign(locationOf(Op->getArg(0)), Op->getArg(0)->getType(), Op->getArg(1),
+             Op->getExprLoc(), St);
+      return;
+    }
+    if ((K == OO_PlusEqual || K == OO_MinusEqual || K == OO_StarEqual ||
+         K == OO_SlashEqual) &&
+        Op->getNumArgs() == 2 && isTensorType(Op->getArg(0)->getType())) {
+      Location L = locationOf(Op->getArg(0));
+      if (!L)
+        return;
+      const ValueFacts *Old = St.lookup(L);
+      ValueFacts Acc = Old ? *Old : ValueFacts();
+      ValueFacts Rhs = evaluate(Op->getArg(1), St);
+      if (Rhs.Graph.Value == GraphState::InGraph) {
+        Acc.Graph = {GraphState::InGraph, Op->getExprLoc()};
+        if (K == OO_PlusEqual && !llvm::is_contained(Acc.GraphSources, &S))
+          Acc.GraphSources.push_back(&S);
+      } else if (Rhs.Graph.Value != Acc.Graph.Value) {
+        Acc.Graph = {};
+      }
+      Acc.Empty = false;
+      if (L.isElement() && Old)
+        St.set(L, joinFacts(*Old, Acc));
+      else
+        St.set(L, Acc);
+      return;
+    }
+  }
+  if (const auto *Call = dyn_cast<CallExpr>(&S)) {
+    transferCall(*Call, St);
+    return;
+  }
+}
+
+void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
+  PathFacts &P = St.path();
+  for (auto It = P.GradGuards.begin(); It != P.GradGuards.end(); ++It)
+    if (It->first == &Var) {
+      P.Grad = It->second;
+      P.GradGuards.erase(It);
+      return;
+    }
+}
+
+void FlowModel::initializeMember(const CXXCtorInitializer &Init,
+                                 State &St) const {
+  const FieldDecl *Field = Init.getMember();
+  if (!Field || !Init.getInit())
+    return;
+  const Expr *Value = Init.getInit();
+  if (const auto *Default = dyn_cast<CXXDefaultInitExpr>(Value))
+    Value = Default->getExpr();
+  // `Net net_;` default-constructs; `model_()` too.
+  const Expr *Stripped = Value->IgnoreImplicit();
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
+      Construct && Construct->getNumArgs() == 0 &&
+      !Construct->getConstructor()->isImplicit())
+    Value = nullptr;
+  else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
+           Construct && Construct->getNumArgs() == 0)
+    Value = isModuleHandleType(Field->getType()) ||
+                    isTensorType(Field->getType()) ||
+                    containerRecord(Field->getType())
+                ? nullptr
+                : Value;
+  assign(Location::member(Field), Field->getType(), Value,
+         Value ? Value->getExprLoc() : Init.getSourceLocation(), St);
+}
+
+void FlowModel::refineOnBranch(const Expr *Cond, bool Taken, State &St) const {
+  if (!Cond)
+    return;
+  Cond = Cond->IgnoreImplicit()->IgnoreParenImpCasts();
+  if (const auto *EWC = dyn_cast<ExprWithCleanups>(Cond))
+    Cond = EWC->getSubExpr()->IgnoreParenImpCasts();
+
+  // What the condition proves about the machine.
+  ScalarFacts F = evaluateScalar(Cond, St);
+  const Implication &Proven = Taken ? F.IfTrue : F.IfFalse;
+  const Implication &Refuted = Taken ? F.IfFalse : F.IfTrue;
+  PathFacts &P = St.path();
+  bool MentionsAvailability = Proven.Cuda || Refuted.Cuda;
+  if (Proven.Cuda)
+    P.Cuda = CudaGuard::Checked;
+  else if (Refuted.Cuda && Refuted.CountAtLeast <= 1)
+    // The branch where the availability check failed: no CUDA here.
+    P.Cuda = CudaGuard::Unguarded;
+  if (Proven.CountAtLeast > P.CountAtLeast) {
+    P.CountAtLeast = Proven.CountAtLeast;
+    P.CountProof = F.CountComparison ? F.CountComparison : Cond;
+  }
+  if (MentionsAvailability && !llvm::is_contained(P.AvailabilityChecks, Cond))
+    P.AvailabilityChecks.push_back(Cond);
+
+  // The condition's own variable is known on each edge.
+  if (Location L = locationOf(Cond))
+    if (Cond->getType()->isBooleanType()) {
+      ValueFacts V = St.get(L);
+      V.Scalar.Known = Taken;
+      St.set(L, V);
+    }
+
+  if (const auto *Not = dyn_cast<UnaryOperator>(Cond))
+    if (Not->getOpcode() == UO_LNot) {
+      if (Location L = locationOf(Not->getSubExpr()->IgnoreParenImpCasts()))
+        if (Not->getSubExpr()->getType()->isBooleanType()) {
+          ValueFacts V = St.get(L);
+          V.Scalar.Known = !Taken;
+          St.set(L, V);
+        }
+      return;
+    }
+  const auto *Call = dyn_cast<CallExpr>(Cond);
+  if (!Call || !Taken)
+    return;
+  llvm::StringRef Method = tensorMethodName(*Call);
+  if (Method != "is_pinned" && Method != "is_cuda")
+    return;
+  Location L = locationOf(memberCallObject(*Call));
+  if (!L)
+    return;
+  ValueFacts V = St.get(L);
+  if (Method == "is_pinned") {
+    V.Pin = {Pinning::Pinned, Call->getExprLoc()};
+    V.Device = {DeviceValue::cpu(), Call->getExprLoc()};
+  } else if (!V.Device.Value.isCUDA()) {
+    V.Device = {DeviceValue::cuda(), Call->getExprLoc()};
+  }
+  St.set(L, V);
+}
+
+const Expr *hostReadOperandOf(const Stmt &S);
+
+void FlowModel::hostReadOperands(const Stmt &S,
+                                 llvm::SmallVectorImpl<const Expr *> &Out) {
+  if (const Expr *Operand = hostReadOperandOf(S)) {
+    Out.push_back(Operand);
+    return;
+  }
+  const auto *Call = dyn_cast<CallExpr>(&S);
+  if (!Call || !tensorMethodName(*Call).empty())
+    return;
+  ModuleCall MC;
+  if (matchModuleCall(*Call, MC))
+    return;
+  unsigned First = 0;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
+    // Of the operators, only the call of a lambda or functor passes
+    // arguments; streaming and comparisons are hostReadOperandOf's.
+    if (Op->getOperator() != OO_Call)
+      return;
+    First = 1;
+  }
+  if (const FunctionDecl *FD = Call->getDirectCallee())
+    if (isLibraryFunction(*FD))
+      return;
+  for (unsigned I = First; I < Call->getNumArgs(); ++I) {
+    const Expr *Arg = stripConversions(Call->getArg(I));
+    if (isTensorType(Arg->getType()) && isa<DeclRefExpr, MemberExpr>(Arg))
+      Out.push_back(Arg);
+  }
+}
+
+const Expr *hostReadOperandOf(const Stmt &S) {
+  if (const auto *Call = dyn_cast<CallExpr>(&S)) {
+    llvm::StringRef Method = tensorMethodName(*Call);
+    if (Method == "item" || Method == "data_ptr" || Method == "accessor" ||
+        Method == "tolist")
+      return memberCallObject(*Call);
+    // The real headers (since 1.11) declare these two on at::TensorBase.
+    if (const auto *MC = dyn_cast<CXXMemberCallExpr>(Call))
+      if (const CXXMethodDecl *MD = MC->getMethodDecl())
+        if (MD->getIdentifier() &&
+            (MD->getName() == "data_ptr" || MD->getName() == "accessor" ||
+             MD->getName() == "const_data_ptr" ||
+             MD->getName() == "mutable_data_ptr") &&
+            MD->getParent()->getQualifiedNameAsString() == "at::TensorBase")
+          return memberCallObject(*Call);
+  }
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
+    if (Op->getNumArgs() == 2 &&
+        (Op->getOperator() == OO_LessLess || Op->isComparisonOp()))
+      for (unsigned I = Op->getOperator() == OO_LessLess ? 1 : 0; I < 2; ++I)
+        if (isTensorType(Op->getArg(I)->getType()))
+          return Op->getArg(I)->IgnoreParenImpCasts();
+  }
+  return nullptr;
+}
+
+} // namespace clang::tidy::torch
