@@ -44,6 +44,9 @@ void CudaUnguardedCheck::checkFunction(const Decl &Owner,
   Program = &Model;
   const FlowAnalysis *A = nullptr;
   const auto *Function = dyn_cast<FunctionDecl>(&Owner);
+  // A template that nothing instantiates never runs.
+  if (Function && Function->isDependentContext())
+    return;
   if (Function)
     A = Model.analysis(*Function);
   else if (const auto *Global = dyn_cast<VarDecl>(&Owner))

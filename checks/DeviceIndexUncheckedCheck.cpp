@@ -181,17 +181,23 @@ void DeviceIndexUncheckedCheck::report(const Violation &V,
   int64_t Ordinal = V.Match.Flags & ~ClassScopeFlag;
   int64_t Proven = V.Context.Path.CountAtLeast;
   const Expr *Proof = V.Context.Path.CountProof;
-  if (V.Match.Flags & ClassScopeFlag) {
-    auto [Count, Comparison] = Program.largestCountProven();
-    if (Ordinal < Count)
-      return;
+  // A comparison with a constant counts in its whole function (it was
+  // compared, if not on this path); at class or namespace scope, anywhere in
+  // the TU.
+  auto [Count, Comparison] = V.Match.Flags & ClassScopeFlag
+                                 ? Program.largestCountProven()
+                                 : V.Analysis->largestCountProven();
+  if (Count > Proven) {
     Proven = Count;
     Proof = Comparison;
   }
+  if (Ordinal < Proven)
+    return;
   SourceLocation Loc = V.Match.Operands[0].Source->getBeginLoc();
   if (!firstAt(Loc))
     return;
-  if (!Proof || Proven <= 0) {
+  // Proving one device is proving CUDA is there, not checking an ordinal.
+  if (!Proof || Proven <= 1) {
     diag(Loc, "hard-coded CUDA device ordinal %0 is never checked "
               "against torch::cuda::device_count(); "
               "CUDA_VISIBLE_DEVICES renumbers the devices a process "

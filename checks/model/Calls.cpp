@@ -211,8 +211,15 @@ Sourced<T> FlowModel::throughCall(const Sourced<T> &InCallee,
 Sourced<DeviceValue>
 FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
                        const ResolvedCall &Call, const State &S) const {
-  if (InCallee.Entry)
-    return entryValueAt(*InCallee.Entry, Call, S).Device;
+  if (InCallee.Entry) {
+    Sourced<DeviceValue> Here = entryValueAt(*InCallee.Entry, Call, S).Device;
+    // A member or global the caller knows nothing of holds what the
+    // program gives it (the class state the callee started from).
+    if (!Here.isKnown() && !isa<ParmVarDecl>(InCallee.Entry) &&
+        InCallee.isKnown())
+      return throughCall(InCallee, Call);
+    return Here;
+  }
   const DeviceValue &V = InCallee.Value;
   // "Whatever the callee's device parameter holds": the argument's device.
   if (V.isSymbolic())
@@ -246,13 +253,44 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
   R.Device = instantiate(InCallee.Device, Call, S);
   auto Substitute = [&](const auto &Fact, auto Member) {
     using SourcedT = std::decay_t<decltype(Fact)>;
-    if (Fact.Entry)
-      return entryValueAt(*Fact.Entry, Call, S).*Member;
+    if (Fact.Entry) {
+      SourcedT Here = entryValueAt(*Fact.Entry, Call, S).*Member;
+      if (!Here.isKnown() && !isa<ParmVarDecl>(Fact.Entry) && Fact.isKnown())
+        return throughCall(Fact, Call);
+      return Here;
+    }
     return Fact.isKnown() ? throughCall(Fact, Call) : SourcedT();
   };
   R.Pin = Substitute(InCallee.Pin, &ValueFacts::Pin);
   R.Graph = Substitute(InCallee.Graph, &ValueFacts::Graph);
   R.Mode = Substitute(InCallee.Mode, &ValueFacts::Mode);
+  // What the callee did not establish itself comes with the entry value.
+  const ValueDecl *Entry = InCallee.Device.Entry   ? InCallee.Device.Entry
+                           : InCallee.Pin.Entry    ? InCallee.Pin.Entry
+                           : InCallee.Graph.Entry  ? InCallee.Graph.Entry
+                                                   : InCallee.Mode.Entry;
+  if (Entry) {
+    ValueFacts Caller = entryValueAt(*Entry, Call, S);
+    R.MayBeZeroDim = InCallee.MayBeZeroDim && Caller.MayBeZeroDim;
+    if (InCallee.PendingCopy.isInvalid()) {
+      R.PendingCopy = Caller.PendingCopy;
+      R.PendingVia = Caller.PendingVia;
+    }
+    for (const Stmt *Source : Caller.GraphSources)
+      if (!llvm::is_contained(R.GraphSources, Source))
+        R.GraphSources.push_back(Source);
+    if (R.HasParameters == Tri::Unknown)
+      R.HasParameters = Caller.HasParameters;
+    if (R.ModeLayers == Tri::Unknown)
+      R.ModeLayers = Caller.ModeLayers;
+    if (R.Scalar.empty())
+      R.Scalar = Caller.Scalar;
+    if (!R.Callable)
+      R.Callable = Caller.Callable;
+    if (InCallee.Device.Entry)
+      R.DeviceUnset = Caller.DeviceUnset;
+    return R;
+  }
   if (InCallee.PendingCopy.isValid() && Call.Callee)
     R.PendingVia = Program.step(Call.Call->getExprLoc(),
                                 Program.calleeName(*Call.Callee),
@@ -304,6 +342,20 @@ static bool mayChangeArgument(const FunctionDecl *FD, unsigned Index,
     return true;
   if (FD && Index < FD->getNumParams()) {
     QualType PT = FD->getParamDecl(Index)->getType();
+    // A forwarding reference of a library template (std::make_tuple,
+    // std::move) passes its argument on; it does not change it.
+    if (isLibraryFunction(*FD))
+      if (const FunctionDecl *Pattern = FD->getTemplateInstantiationPattern();
+          Pattern && Pattern->getNumParams() > 0) {
+        // A pack (`Args&&... args`) covers the remaining arguments.
+        unsigned P = std::min(Index, Pattern->getNumParams() - 1);
+        QualType T = Pattern->getParamDecl(P)->getType();
+        if (const auto *Pack = T->getAs<PackExpansionType>())
+          T = Pack->getPattern();
+        if (const auto *RV = T->getAs<RValueReferenceType>();
+            RV && RV->getPointeeType()->isTemplateTypeParmType())
+          return false;
+      }
     if ((PT->isReferenceType() || PT->isPointerType()) &&
         !PT->getPointeeType().isConstQualified())
       return true;
@@ -428,8 +480,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     St.completePendingCopies();
 
   // `.cuda()` selects CUDA; `.cpu()` the CPU.
-  if (isTensorCudaCall(Call) &&
-      Program.deviceLiteralUse(Call, *Owner) != DeviceLiteralUse::Other)
+  if (isTensorCudaCall(Call))
     recordCudaSelection(Call, St);
   else if (isTensorCpuCall(Call) &&
            !llvm::is_contained(St.path().CpuSelections, &Call))
@@ -478,6 +529,33 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     St.set(L, Dest);
     return;
   }
+  // In place: `total.add_(loss)` keeps its operands' graphs (an
+  // accumulation); `zero_()` / `fill_()` start afresh.
+  if (Method.ends_with("_") && Method != "copy_" && Method != "detach_" &&
+      Method != "requires_grad_") {
+    Location L = locationOf(memberCallObject(Call));
+    if (!L)
+      return;
+    ValueFacts F = St.get(L);
+    if (Method == "zero_" || Method == "fill_") {
+      F.GraphSources.clear();
+      F.Graph = {GraphState::NoGraph, Call.getExprLoc()};
+      St.set(L, F);
+      return;
+    }
+    for (const Expr *Arg : Call.arguments())
+      if (isTensorType(Arg->getType())) {
+        ValueFacts A = evaluate(Arg, St);
+        if (A.Graph.Value == GraphState::InGraph) {
+          F.Graph = {GraphState::InGraph, Call.getExprLoc()};
+          addSources(F.GraphSources, A.GraphSources);
+          if (Method == "add_" && !llvm::is_contained(F.GraphSources, &Call))
+            F.GraphSources.push_back(&Call);
+        }
+      }
+    St.set(L, F);
+    return;
+  }
   if (Method == "detach_" || Method == "requires_grad_") {
     Location L = locationOf(memberCallObject(Call));
     ValueFacts F = St.get(L);
@@ -505,8 +583,8 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
             Value = Arg;
         if (Value)
           appendToContainer(locationOf(Object), Value, Call, St);
-        if (Container)
-          return;
+        // The project says what its accumulator does: that is all.
+        return;
       }
       if (Container && MD->getName() == "clear") {
         ValueFacts Nothing;

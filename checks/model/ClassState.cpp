@@ -175,8 +175,21 @@ ClassState computeClassState(const CXXRecordDecl &Class,
     }
     AnyConstructor = true;
   }
-  if (!AnyConstructor)
+  if (!AnyConstructor) {
+    // No constructor was ever defined (nothing builds the class here): what
+    // the members' own initialisers say.
+    for (const FieldDecl *F : Members)
+      if (const Expr *Init = F->getInClassInitializer()) {
+        FlowModel Model(F, Program.context(), Program);
+        State Start;
+        Start.path().Cuda = CudaGuard::Unguarded;
+        Start.path().Grad = GradMode::Enabled;
+        ValueFacts V = Model.evaluate(Init, Start).withoutEntries();
+        if (!V.isUnknown())
+          Result.Members[Location::member(F)] = V;
+      }
     return Result;
+  }
 
   // 2. Other member functions keep those facts or change them: each is
   // analysed from them, and a member it leaves otherwise is joined.

@@ -103,6 +103,10 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     return C;
   }
   llvm::ArrayRef<CallSite> Sites = callSitesOf(F);
+  // A lambda nothing visible calls (stored in a std::function, handed to
+  // user code) runs, as far as anyone can tell, where it is written.
+  if (Sites.empty() && IsLambda)
+    Sites = creationSitesOf(F);
   bool Escapes = !IsLambda && isAddressTaken(F);
   if (Method && Method->isVirtual())
     Escapes = true; // a base-class call may reach it unseen
@@ -120,13 +124,14 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       C.Root = false;
       return C;
     }
-    // No caller: the program starts here, unless the program has a main
-    // that does not reach it.
+    // No caller: the program starts here, unless the whole program (an
+    // audit sees it) has a main that does not reach it. One TU alone cannot
+    // tell: another may call it.
     C.Root = true;
-    if (!definesMain())
-      C.Entry.path() = programStart();
-    else
+    if (Config.External && Config.External->definesMain())
       C.Entry.path().Grad = GradMode::Enabled;
+    else
+      C.Entry.path() = programStart();
     return C;
   }
 

@@ -163,17 +163,31 @@ ScalarFacts FlowModel::evaluateComparison(const Expr &E, BinaryOperatorKind Op,
     Out.Known = V;
     return Out;
   }
+  // `is_available() == false`: a condition compared with a constant.
+  if (!A.IsDeviceCount && !B.IsDeviceCount && (Op == BO_EQ || Op == BO_NE) &&
+      (A.Known.has_value() != B.Known.has_value())) {
+    const ScalarFacts &Cond = A.Known ? B : A;
+    bool Truth = (A.Known ? *A.Known : *B.Known) != 0;
+    bool Same = (Op == BO_EQ) == Truth;
+    Out.IfTrue = Same ? Cond.IfTrue : Cond.IfFalse;
+    Out.IfFalse = Same ? Cond.IfFalse : Cond.IfTrue;
+    Out.CountComparison = Cond.CountComparison;
+    return Out;
+  }
   if (A.IsDeviceCount == B.IsDeviceCount)
     return Out;
   // Read as `count OP bound`.
+  const Expr *Bound = R;
   if (B.IsDeviceCount) {
     std::swap(A, B);
+    Bound = L;
     Op = BinaryOperator::reverseComparisonOp(Op);
   }
   Out.CountComparison = &E;
-  // A bound the program picks (an ordinal, a world size): the comparison
-  // guards every ordinal in what it controls.
-  if (!B.Known) {
+  // A bound the program picks (an ordinal, a world size, a loop counter,
+  // whatever the flow knows of it on one path): the comparison guards every
+  // ordinal in what it controls.
+  if (!B.Known || !constantOf(Bound->IgnoreParenImpCasts(), Ctx)) {
     if (Op == BO_GT || Op == BO_GE || Op == BO_NE)
       Out.IfTrue = {true, EveryDevice};
     else if (Op == BO_LT || Op == BO_LE || Op == BO_EQ)
@@ -212,6 +226,22 @@ ScalarFacts FlowModel::evaluateComparison(const Expr &E, BinaryOperatorKind Op,
     break;
   }
   return Out;
+}
+
+std::optional<ScalarFacts> FlowModel::deviceComparison(bool Equal,
+                                                       const Expr *L,
+                                                       const Expr *R) const {
+  auto IsCuda = [](const Expr *E) {
+    const Expr *Literal = stripToDeviceLiteral(E);
+    return Literal && classifyDeviceLiteral(*Literal) == DeviceLiteralKind::CUDA;
+  };
+  bool CudaL = IsCuda(L), CudaR = IsCuda(R);
+  if (CudaL == CudaR)
+    return std::nullopt;
+  // A device the program holds equals CUDA only on a machine with CUDA.
+  ScalarFacts F;
+  (Equal ? F.IfTrue : F.IfFalse).Cuda = true;
+  return F;
 }
 
 ScalarFacts FlowModel::evaluateScalar(const Expr *E, const State &S) const {
@@ -254,6 +284,10 @@ ScalarFacts FlowModel::evaluateScalar(const Expr *E, const State &S) const {
   }
   if (const auto *BO = dyn_cast<BinaryOperator>(E)) {
     BinaryOperatorKind Op = BO->getOpcode();
+    if (BO->isEqualityOp())
+      if (std::optional<ScalarFacts> Device =
+              deviceComparison(Op == BO_EQ, BO->getLHS(), BO->getRHS()))
+        return *Device;
     if (BO->isComparisonOp())
       return evaluateComparison(*BO, Op, BO->getLHS(), BO->getRHS(), S);
     if (BO->isLogicalOp()) {
@@ -291,10 +325,23 @@ ScalarFacts FlowModel::evaluateScalar(const Expr *E, const State &S) const {
     return F;
   }
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
-    // `d == torch::kCUDA` compares devices: no scalar facts.
+    if ((Op->getOperator() == OO_EqualEqual ||
+         Op->getOperator() == OO_ExclaimEqual) &&
+        Op->getNumArgs() == 2)
+      if (std::optional<ScalarFacts> Device = deviceComparison(
+              Op->getOperator() == OO_EqualEqual, Op->getArg(0), Op->getArg(1)))
+        return *Device;
     if (Op->isComparisonOp())
       return F;
   }
+  // `t.is_cuda()`, `device.is_cuda()`: a tensor or device on CUDA means a
+  // machine with CUDA.
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E))
+    if (const CXXMethodDecl *MD = Member->getMethodDecl();
+        MD && MD->getIdentifier() && MD->getName() == "is_cuda") {
+      F.IfTrue.Cuda = true;
+      return F;
+    }
   if (const auto *Cond = dyn_cast<ConditionalOperator>(E)) {
     ValueFacts A, B;
     A.Scalar = evaluateScalar(Cond->getTrueExpr(), S);
@@ -306,7 +353,11 @@ ScalarFacts FlowModel::evaluateScalar(const Expr *E, const State &S) const {
   if (const auto *Call = dyn_cast<CallExpr>(E)) {
     if (const FunctionDecl *FD = Call->getDirectCallee()) {
       if (isAvailabilityQuery(*FD, options())) {
-        F.IfTrue.Cuda = true;
+        // A count-like query (0 without CUDA) is a device count.
+        if (Call->getType()->isBooleanType())
+          F.IfTrue.Cuda = true;
+        else
+          F.IsDeviceCount = true;
         return F;
       }
       if (isDeviceCountFunction(*FD, options())) {
@@ -661,7 +712,7 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       F = evaluateOperator(Call, Operands, S);
       // `torch::stack(losses)`: the elements of a container argument.
       for (const Expr *Arg : Call.arguments())
-        if (containerRecord(Arg->getType()))
+        if (containerRecord(stripConversions(Arg)->getType()))
           if (Location C = locationOf(stripConversions(Arg)))
             if (const ValueFacts *Elements =
                     S.lookup(C.child(Selector::element()))) {

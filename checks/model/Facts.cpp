@@ -324,10 +324,10 @@ bool State::joinWith(const State &Other) {
   llvm::SmallVector<Location, 8> Doomed;
   for (auto &Entry : Values) {
     const ValueFacts *OtherFacts = Other.lookup(Entry.first);
-    // A location the other path does not track is unknown there, except an
-    // Empty one (nothing written yet), which keeps this side.
+    // A location the other path does not track is unknown there: only the
+    // "some path" facts (graph sources) survive.
     ValueFacts Joined =
-        OtherFacts ? joinFacts(Entry.second, *OtherFacts) : ValueFacts();
+        joinFacts(Entry.second, OtherFacts ? *OtherFacts : ValueFacts());
     if (Joined != Entry.second) {
       Changed = true;
       if (Joined.isUnknown())
@@ -338,6 +338,14 @@ bool State::joinWith(const State &Other) {
   }
   for (const Location &L : Doomed)
     Values.erase(L);
+  for (const auto &Entry : Other.Values)
+    if (!Values.count(Entry.first)) {
+      ValueFacts Joined = joinFacts(ValueFacts(), Entry.second);
+      if (!Joined.isUnknown()) {
+        Values[Entry.first] = Joined;
+        Changed = true;
+      }
+    }
   PathFacts JoinedPath = joinPaths(Path, Other.Path);
   if (JoinedPath != Path) {
     Path = std::move(JoinedPath);

@@ -38,7 +38,32 @@ std::unique_ptr<FlowAnalysis> FlowAnalysis::run(const FunctionDecl &Function,
   std::unique_ptr<FlowAnalysis> Analysis(
       new FlowAnalysis(Function, Program, std::move(Graph), std::move(Entry)));
   Analysis->solve(VisitsPerBlock);
+  if (const char *Dump = std::getenv("TORCH_TIDY_DUMP");
+      Dump && Function.getNameAsString() == Dump)
+    Analysis->dump(llvm::errs());
   return Analysis;
+}
+
+/// For debugging: `TORCH_TIDY_DUMP=<function name>` prints each statement of
+/// that function's analyses with the state before it.
+void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
+  const SourceManager &SM = Owner.getASTContext().getSourceManager();
+  OS << "=== " << (Function ? Function->getNameAsString() : "") << "\n";
+  replay([&](const Stmt &S, const State &St) {
+    if (!isa<Expr>(S) && !isa<DeclStmt>(S))
+      return;
+    OS << S.getStmtClassName() << " @" << SM.getPresumedLineNumber(S.getBeginLoc())
+       << ":" << SM.getPresumedColumnNumber(S.getBeginLoc()) << "  cuda="
+       << int(St.path().Cuda) << " grad=" << int(St.path().Grad) << "\n";
+    St.forEach([&](const Location &L, const ValueFacts &V) {
+      OS << "    " << (L.Root ? L.Root->getNameAsString() : "<this/ret>")
+         << "/" << int(L.Kind) << "/" << int(L.Depth) << ": dev="
+         << V.Device.Value.describe() << (V.Device.Entry ? "(entry)" : "")
+         << " pin=" << int(V.Pin.Value) << " graph=" << int(V.Graph.Value)
+         << (V.Empty ? " empty" : "") << (V.PendingCopy.isValid() ? " pending" : "")
+         << " src=" << V.GraphSources.size() << "\n";
+    });
+  });
 }
 
 std::unique_ptr<FlowAnalysis>
@@ -495,8 +520,11 @@ LoopContext FlowAnalysis::loopContext(const Stmt &S) const {
 
 std::pair<int64_t, const Expr *> FlowAnalysis::largestCountProven() const {
   std::pair<int64_t, const Expr *> Best{0, nullptr};
+  // Comparisons against a constant; one against a value only guards what it
+  // controls.
   for (const std::optional<State> &In : BlockEntry)
-    if (In && In->path().CountAtLeast > Best.first)
+    if (In && In->path().CountAtLeast > Best.first &&
+        In->path().CountAtLeast != EveryDevice)
       Best = {In->path().CountAtLeast, In->path().CountProof};
   return Best;
 }

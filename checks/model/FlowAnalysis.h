@@ -56,6 +56,7 @@ public:
   /// Visits every statement of every reachable block once, in evaluation
   /// order (children before parents), with the state just before it runs.
   void replay(Observer Visit) const;
+  void dump(llvm::raw_ostream &OS) const;
   /// The state just before \p S runs; null when \p S is not reached.
   std::optional<State> stateBefore(const Stmt &S) const;
 
@@ -76,8 +77,8 @@ public:
   LoopContext loopContext(const Stmt &S) const;
   /// Whether \p S runs on every call of the function.
   bool runsOnEveryCall(const Stmt &S) const;
-  /// The largest device count a comparison of this function proves on some
-  /// path, and the comparison.
+  /// The largest device count that a comparison of this function with a
+  /// constant proves on some path, and the comparison.
   std::pair<int64_t, const Expr *> largestCountProven() const;
 
 private:

@@ -60,6 +60,11 @@ public:
 
   //===--- Statements ------------------------------------------------------===//
 
+  /// Writes the value \p Value returns into Location::returned() (part by
+  /// part for tuples, containers and aggregates), for summaries.
+  void assignReturned(const Expr &Value, QualType Type, State &St) const {
+    assign(Location::returned(), Type, &Value, Value.getExprLoc(), St);
+  }
   /// Applies the effect of \p S (one node; its children were applied
   /// before) to \p St.
   void transfer(const Stmt &S, State &St) const;
@@ -125,6 +130,11 @@ private:
   ValueFacts evaluateOptions(const Expr *E, const State &S) const;
   ValueFacts evaluateConstruction(const CXXConstructExpr &E,
                                   const State &S) const;
+  /// `d == torch::kCUDA`, `t.device().type() != kCUDA`: what comparing a
+  /// device the program holds with CUDA proves; nullopt when \p L and \p R
+  /// are not such a comparison.
+  std::optional<ScalarFacts> deviceComparison(bool Equal, const Expr *L,
+                                              const Expr *R) const;
   ScalarFacts evaluateComparison(const Expr &E, BinaryOperatorKind Op,
                                  const Expr *L, const Expr *R,
                                  const State &S) const;
@@ -136,6 +146,8 @@ private:
   void assignValue(const Location &L, QualType Type, const Expr *Init,
                    SourceLocation Loc, State &St) const;
   void transferCall(const CallExpr &Call, State &St) const;
+  /// Whether \p E reads the location \p L.
+  bool readsLocation(const Expr *E, const Location &L) const;
   void transferConstruction(const CXXConstructExpr &E, const Location &Object,
                             State &St) const;
   void applySummary(const ResolvedCall &Call, const FunctionSummary &Summary,

@@ -257,12 +257,16 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     State Copy = Before;
     Location Slot = Location::returned();
     const Expr *V = Ret->getRetValue();
+    M.assignReturned(*V, F.getReturnType(), Copy);
+
+    llvm::SmallVector<SummaryEffect, 4> These;
     ValueFacts Whole = M.evaluate(V, Before);
-    llvm::SmallVector<SummaryEffect, 4> These{{Slot, Whole}};
-    if (Location From = M.locationOf(V))
-      for (const Location &Part : Before.tree(From))
-        if (Part != From)
-          These.push_back({Part.replacePrefix(From, Slot), Before.get(Part)});
+    if (const ValueFacts *Assigned = Copy.lookup(Slot))
+      Whole = *Assigned;
+    These.push_back({Slot, Whole});
+    for (const Location &Part : Copy.tree(Slot))
+      if (Part != Slot)
+        These.push_back({Part, Copy.get(Part)});
     if (!SawReturn) {
       Returns.assign(These.begin(), These.end());
     } else {

@@ -112,8 +112,10 @@ class SiteCollector : public RecursiveASTVisitor<SiteCollector> {
 public:
   SiteCollector(
       llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 2>> &Out,
+      llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 1>>
+          &Creations,
       ProgramModel &Program)
-      : Out(Out), Program(Program) {}
+      : Out(Out), Creations(Creations), Program(Program) {}
   bool shouldVisitTemplateInstantiations() const { return true; }
   bool shouldVisitImplicitCode() const { return true; }
 
@@ -141,6 +143,8 @@ public:
     for (Expr *Init : L->capture_inits())
       if (Init && !TraverseStmt(Init))
         return false;
+    if (Caller && L->getCallOperator())
+      Creations[L->getCallOperator()->getCanonicalDecl()].push_back({L, Caller});
     const FunctionDecl *Saved = Caller;
     Caller = L->getCallOperator();
     TraverseStmt(L->getBody());
@@ -215,6 +219,8 @@ private:
   }
 
   llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 2>> &Out;
+  llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 1>>
+      &Creations;
   ProgramModel &Program;
   const FunctionDecl *Caller = nullptr;
 };
@@ -231,7 +237,7 @@ void ProgramModel::buildCallGraph() {
   ReferenceCounter Counter(NonCallReferences);
   for (Decl *D : UserDecls)
     Counter.TraverseDecl(D);
-  SiteCollector Collector(Sites, *this);
+  SiteCollector Collector(Sites, LambdaCreations, *this);
   for (Decl *D : UserDecls)
     Collector.TraverseDecl(D);
 
@@ -280,6 +286,12 @@ llvm::ArrayRef<CallSite> ProgramModel::callSitesOf(const FunctionDecl &Callee) {
   buildCallGraph();
   auto It = Sites.find(Callee.getCanonicalDecl());
   return It == Sites.end() ? llvm::ArrayRef<CallSite>() : It->second;
+}
+
+llvm::ArrayRef<CallSite> ProgramModel::creationSitesOf(const FunctionDecl &Op) {
+  buildCallGraph();
+  auto It = LambdaCreations.find(Op.getCanonicalDecl());
+  return It == LambdaCreations.end() ? llvm::ArrayRef<CallSite>() : It->second;
 }
 
 bool ProgramModel::isAddressTaken(const FunctionDecl &F) {

@@ -130,6 +130,8 @@ public:
   /// Every call of \p Callee (any redeclaration) in the user code of the TU,
   /// constructions through std::make_shared and module holders included.
   llvm::ArrayRef<CallSite> callSitesOf(const FunctionDecl &Callee);
+  /// Where the lambda whose call operator is \p Op is written.
+  llvm::ArrayRef<CallSite> creationSitesOf(const FunctionDecl &Op);
   /// Whether the user code refers to \p F other than by calling it.
   bool isAddressTaken(const FunctionDecl &F);
   bool isRecursive(const FunctionDecl &F);
@@ -228,6 +230,10 @@ private:
   bool GraphBuilt = false;
   CallGraph Graph;
   llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 2>> Sites;
+  /// Where each lambda is written: its context when nothing visible calls
+  /// it (it is stored in a std::function, handed to user code).
+  llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 1>>
+      LambdaCreations;
   llvm::DenseMap<const FunctionDecl *, unsigned> NonCallReferences;
   llvm::DenseSet<const FunctionDecl *> Recursive;
   bool HasMain = false;

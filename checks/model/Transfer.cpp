@@ -254,6 +254,7 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
       F.ModeLayers = Class.ModeLayers;
       F.Mode = {ModuleMode::Train, Loc};
     }
+    St.forgetTree(L);
     St.set(L, F);
     return;
   }
@@ -301,6 +302,7 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
   // A default-constructed tensor, or an empty holder, holds nothing yet.
   if (!Init && (isTensorType(Type) || containerRecord(Type)))
     F.Empty = true;
+  St.forgetTree(L);
   St.set(L, F);
 }
 
@@ -308,12 +310,15 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
                        SourceLocation Loc, State &St) const {
   if (!L)
     return;
-  // The whole object changes, parts included.
-  St.forgetTree(L);
+  // The whole object changes, parts included; each branch below reads the
+  // value before it forgets the old one.
   Type = Type.getNonReferenceType();
   const Expr *Stripped = Init ? Init->IgnoreImplicit() : nullptr;
   if (const auto *EWC = dyn_cast_or_null<ExprWithCleanups>(Stripped))
     Stripped = EWC->getSubExpr()->IgnoreImplicit();
+  // `Losses{total}`: the braced list.
+  if (const auto *Cast = dyn_cast_or_null<CXXFunctionalCastExpr>(Stripped))
+    Stripped = Cast->getSubExpr()->IgnoreImplicit();
 
   // A container: its elements, from an initialiser list or a copy.
   if (containerRecord(Type)) {
@@ -327,11 +332,12 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
     if (!Stripped || (Construct && Construct->getNumArgs() == 0)) {
       ValueFacts Nothing;
       Nothing.Empty = true;
+      St.forgetTree(L);
       St.set(Elements, Nothing);
       return;
     }
     const InitListExpr *List = nullptr;
-    if (Construct && Construct->getNumArgs() == 1)
+    if (Construct && Construct->getNumArgs() >= 1)
       if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(
               Construct->getArg(0)->IgnoreImplicit()))
         List = dyn_cast<InitListExpr>(Std->getSubExpr()->IgnoreImplicit());
@@ -342,8 +348,11 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       Joined.Empty = true;
       for (const Expr *E : List->inits())
         Joined = joinFacts(Joined, evaluate(E, St));
+      St.forgetTree(L);
       St.set(Elements, Joined);
+      return;
     }
+    St.forgetTree(L);
     return;
   }
 
@@ -352,6 +361,7 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
     if (Location From = locationOf(Stripped)) {
       if (From != L)
         St.copyTree(From, L);
+
       if (!isTupleLike(Type) && !Type->isRecordType())
         assignValue(L, Type, Init, Loc, St);
       else if (const ValueFacts *Whole = St.lookup(From))
@@ -374,6 +384,7 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
         Parts.assign(List->inits().begin(), List->inits().end());
     }
     if (!Parts.empty() && RD) {
+      St.forgetTree(L);
       if (isStdClass(RD, "tuple")) {
         for (unsigned I = 0; I < Parts.size(); ++I)
           assign(L.child(Selector::tupleElement(I)), Parts[I]->getType(),
@@ -396,6 +407,7 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
                                        !isDeviceType(Type) &&
                                        !isTensorOptionsType(Type))))
       if (const FunctionSummary *Summary = Program.summaryForCall(*Call)) {
+        St.forgetTree(L);
         applySummary(resolve(*Call), *Summary, L, St);
         return;
       }
@@ -430,11 +442,11 @@ void FlowModel::appendToContainer(const Location &Container, const Expr *Value,
   if (V.Graph.Value == GraphState::InGraph &&
       !llvm::is_contained(V.GraphSources, &At))
     V.GraphSources.push_back(&At);
+  // Elements nothing tracks may hold anything already; the graphs they keep
+  // are still theirs.
   Location Elements = Container.child(Selector::element());
-  if (const ValueFacts *Old = St.lookup(Elements)) {
-    ValueFacts Joined = joinFacts(*Old, V);
-    St.set(Elements, Joined);
-  }
+  const ValueFacts *Old = St.lookup(Elements);
+  St.set(Elements, joinFacts(Old ? *Old : ValueFacts(), V));
 }
 
 void FlowModel::transfer(const Stmt &S, State &St) const {
@@ -511,15 +523,20 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
   }
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
     OverloadedOperatorKind K = Op->getOperator();
-    if (K == OO_Equal && Op->getNumArgs() == 2 &&
-        !isa<CXXMethodDecl>(Op->getDirectCallee()
-                                ? Op->getDirectCallee()
-                                : nullptr)) {
-      // A free operator= does not exist; member ones are below.
-    }
     if (K == OO_Equal && Op->getNumArgs() == 2) {
-      assign(locationOf(Op->getArg(0)), Op->getArg(0)->getType(), Op->getArg(1),
-             Op->getExprLoc(), St);
+      Location L = locationOf(Op->getArg(0));
+      bool Update = L && readsLocation(Op->getArg(1), L);
+      assign(L, Op->getArg(0)->getType(), Op->getArg(1), Op->getExprLoc(), St);
+      // `total = total + loss`: the new value keeps the old one's graph, and
+      // this update's: an accumulation.
+      if (Update && isTensorType(Op->getArg(0)->getType()))
+        if (const ValueFacts *New = St.lookup(L);
+            New && New->Graph.Value == GraphState::InGraph &&
+            !llvm::is_contained(New->GraphSources, &S)) {
+          ValueFacts F = *New;
+          F.GraphSources.push_back(&S);
+          St.set(L, F);
+        }
       return;
     }
     if ((K == OO_PlusEqual || K == OO_MinusEqual || K == OO_StarEqual ||
@@ -550,6 +567,18 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
     transferCall(*Call, St);
     return;
   }
+}
+
+bool FlowModel::readsLocation(const Expr *E, const Location &L) const {
+  if (!E)
+    return false;
+  if (const auto *Sub = dyn_cast<Expr>(E); Sub && locationOf(Sub) == L)
+    return true;
+  for (const Stmt *Child : E->children())
+    if (const auto *C = dyn_cast_or_null<Expr>(Child);
+        C && !isa<LambdaExpr>(C) && readsLocation(C, L))
+      return true;
+  return false;
 }
 
 void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {

@@ -43,7 +43,7 @@ void through_lambda(int steps) {
     auto cleanup = [] { c10::cuda::CUDACachingAllocator::emptyCache(); };
     // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: 'emptyCache()' inside a loop
     // CHECK-MESSAGES: :[[@LINE-3]]:3: note: the loop that repeats the call
-    // CHECK-MESSAGES: :[[@LINE-3]]:20: note: called through this lambda, defined inside the loop
+    // CHECK-MESSAGES: :[[@LINE-3]]:20: note: called through this lambda
     cleanup();
   }
 }
