@@ -86,6 +86,11 @@ CrossTUPlan planCrossTU(const std::vector<TUResult> &Results) {
           llvm::any_of(CallingTUs.lookup(F),
                        [&](size_t Caller) { return Caller != I; }))
         Reads.push_back(F.str());
+    // A function no one calls starts the program, unless the program has a
+    // main (every export says whether it asked).
+    if (Asked->getBoolean("main").value_or(false) &&
+        Merged->definesMainFor(Export.getString("file").value_or("")))
+      Reads.push_back("<the program has a main>");
     if (Reads.empty())
       continue;
     llvm::sort(Reads);

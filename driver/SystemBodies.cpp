@@ -68,6 +68,18 @@ bool hasForwardingReferenceParameter(const FunctionDecl &FD) {
   return false;
 }
 
+/// A function template that takes a template parameter by value, as the
+/// standard algorithms take their callables: a generic lambda of the user's
+/// handed to it is instantiated only through its body.
+bool hasByValueTemplateParameter(const FunctionDecl &FD) {
+  if (!FD.getDescribedFunctionTemplate())
+    return false;
+  for (const ParmVarDecl *Param : FD.parameters())
+    if (Param->getType()->getAs<TemplateTypeParmType>())
+      return true;
+  return false;
+}
+
 class SkipSystemBodiesConsumer : public MultiplexConsumer {
 public:
   explicit SkipSystemBodiesConsumer(std::vector<std::unique_ptr<ASTConsumer>> C)
@@ -85,7 +97,7 @@ bool skippableSystemBody(const Decl &D) {
   if (!FD || !tidy::torch::isSystemHeaderDecl(
                  D, D.getASTContext().getSourceManager()))
     return false;
-  if (hasForwardingReferenceParameter(*FD))
+  if (hasForwardingReferenceParameter(*FD) || hasByValueTemplateParameter(*FD))
     return false;
   // A module constructed in user code through a holder (TORCH_MODULE) has
   // its constructor instantiated by the holder's members.

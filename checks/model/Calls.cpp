@@ -370,7 +370,21 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
   const FunctionDecl *FD = Call.Callee;
   for (unsigned I = 0; I < Call.Arguments.size(); ++I) {
     const Expr *Arg = Call.Arguments[I];
-    if (!Arg || !mayChangeArgument(FD, I, Arg))
+    if (!Arg)
+      continue;
+    // A callable that captures by reference hands its captures on, even
+    // through a const reference: calling it may change them.
+    if (const CXXRecordDecl *Closure =
+            stripConversions(Arg)->getType()->getAsCXXRecordDecl();
+        Closure && Closure->isLambda())
+      for (const LambdaCapture &C : Closure->captures()) {
+        if (C.capturesThis())
+          St.forgetRoots(Location::This);
+        else if (C.capturesVariable() && C.getCaptureKind() == LCK_ByRef)
+          if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
+            St.forgetTree(Location::local(VD));
+      }
+    if (!mayChangeArgument(FD, I, Arg))
       continue;
     const Expr *Target = Arg->IgnoreParenImpCasts();
     if (const auto *UO = dyn_cast<UnaryOperator>(Target);
@@ -378,12 +392,6 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
       Target = UO->getSubExpr();
     if (Location L = locationOf(stripConversions(Target)))
       St.forgetTree(L);
-    // A lambda that captures by reference hands its captures on.
-    if (const auto *Lambda = dyn_cast<LambdaExpr>(stripConversions(Arg)))
-      for (const LambdaCapture &C : Lambda->captures())
-        if (C.capturesVariable() && C.getCaptureKind() == LCK_ByRef)
-          if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
-            St.forgetTree(Location::local(VD));
   }
   if (FD && isLibraryFunction(*FD))
     return;

@@ -128,9 +128,11 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     // audit sees it) has a main that does not reach it. One TU alone cannot
     // tell: another may call it.
     C.Root = true;
-    if (Config.External && Config.External->definesMain())
+    if (!F.isMain() && programDefinesMain()) {
+      // Unreachable: no path of the program gets here unguarded.
       C.Entry.path().Grad = GradMode::Enabled;
-    else
+      C.Entry.path().Cuda = CudaGuard::Checked;
+    } else
       C.Entry.path() = programStart();
     return C;
   }

@@ -500,9 +500,12 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
 
 ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
   ValueFacts F;
-  if (!E)
+  // Invalid code can leave an expression without a type.
+  if (!E || E->getType().isNull() || E->containsErrors())
     return F;
   E = stripConversions(E);
+  if (E->getType().isNull())
+    return F;
   if (const auto *Cond = dyn_cast<ConditionalOperator>(E))
     return joinFacts(evaluate(Cond->getTrueExpr(), S),
                      evaluate(Cond->getFalseExpr(), S));

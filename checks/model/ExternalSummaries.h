@@ -43,6 +43,8 @@ struct ExternalReads {
   llvm::StringSet<> Summaries;
   /// Functions whose entry context was asked for.
   llvm::StringSet<> Entries;
+  /// Whether a function without callers asked if its program has a main.
+  bool Main = false;
 };
 
 class ExternalSummaries {
@@ -74,8 +76,10 @@ public:
   /// What the whole program knows at the entry of \p F (USR \p USR).
   std::optional<EntryContext> entry(llvm::StringRef USR, const FunctionDecl &F,
                                     ProgramModel &Program) const;
-  /// Whether some TU of the program defines main.
-  bool definesMain() const { return HasMain; }
+  /// Whether the program that the TU of \p MainFile belongs to has a main:
+  /// the TUs that calls connect, one of which defines main. (A database
+  /// may hold several programs.)
+  bool definesMainFor(llvm::StringRef MainFile) const;
 
   /// The whole set, as a document to write.
   llvm::json::Object toJSON() const;
@@ -94,8 +98,20 @@ private:
   /// USRs with different definitions in different TUs (merge()); dropped
   /// by finishEntries().
   llvm::StringSet<> Conflicting;
+  /// Per export (addExport): its TU's main file and whether it defines
+  /// main; the TU that defines each function (~0u when several do: an
+  /// inline function, or one name in separate programs); the TU of each call.
+  std::vector<std::string> ExportFiles;
+  std::vector<bool> ExportDefinesMain;
+  llvm::StringMap<unsigned> DefinedIn;
+  std::vector<unsigned> CallTU;
+  /// The main files of TUs whose program has a main (finishEntries, or read
+  /// back), and the USRs of the mains.
+  llvm::StringSet<> ProgramsWithMain;
+  llvm::StringSet<> Mains;
+  /// Whether some TU defines main; what a document without files says.
   bool HasMain = false;
-  std::string MainUSR;
+  bool KnowsFiles = false;
 };
 
 /// The USR of \p D ("" when clang gives none).

@@ -175,6 +175,68 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
   return O;
 }
 
+//===--- Joining written facts --------------------------------------------===//
+
+/// joinScalars (Facts.cpp) on written scalars: implications hold where both
+/// do, a known value where both agree.
+static llvm::json::Object joinScalarObjects(const llvm::json::Object &A,
+                                            const llvm::json::Object &B) {
+  llvm::json::Object Out;
+  if (A.get("known") && B.get("known") && *A.get("known") == *B.get("known"))
+    Out["known"] = *A.get("known");
+  if (A.getBoolean("deviceCount").value_or(false) &&
+      B.getBoolean("deviceCount").value_or(false))
+    Out["deviceCount"] = true;
+  for (llvm::StringRef Edge : {"ifTrue", "ifFalse"}) {
+    const llvm::json::Object *IA = A.getObject(Edge), *IB = B.getObject(Edge);
+    if (!IA || !IB)
+      continue;
+    bool Cuda = IA->getBoolean("cuda").value_or(false) &&
+                IB->getBoolean("cuda").value_or(false);
+    int64_t Count = std::min(IA->getInteger("count").value_or(0),
+                             IB->getInteger("count").value_or(0));
+    if (Cuda || Count)
+      Out[Edge] = llvm::json::Object{{"cuda", Cuda}, {"count", Count}};
+  }
+  return Out;
+}
+
+llvm::json::Object joinFactObjects(const llvm::json::Object &Mine,
+                                   const llvm::json::Object &Theirs) {
+  auto SameField = [](const llvm::json::Object &A, const llvm::json::Object &B,
+                      llvm::StringRef Field) {
+    const llvm::json::Value *FA = A.get(Field), *FB = B.get(Field);
+    return (!FA && !FB) || (FA && FB && *FA == *FB);
+  };
+  llvm::json::Object Joined;
+  for (const auto &[Key, Value] : Mine) {
+    const llvm::json::Value *Other = Theirs.get(Key);
+    if (!Other)
+      continue;
+    // Sourced facts are equal when their value and entry are; their origin
+    // may differ.
+    const llvm::json::Object *A = Value.getAsObject();
+    const llvm::json::Object *B = Other->getAsObject();
+    if (Key == "scalar" && A && B) {
+      llvm::json::Object Scalar = joinScalarObjects(*A, *B);
+      if (!Scalar.empty())
+        Joined.try_emplace(Key, std::move(Scalar));
+      continue;
+    }
+    bool Same;
+    if (A && B && A->get("value") && B->get("value"))
+      Same = SameField(*A, *B, "value") && SameField(*A, *B, "entry");
+    else if (A && B && A->get("kind") && B->get("kind"))
+      Same = SameField(*A, *B, "kind") && SameField(*A, *B, "ordinal") &&
+             SameField(*A, *B, "holder") && SameField(*A, *B, "entry");
+    else
+      Same = Value == *Other;
+    if (Same)
+      Joined.try_emplace(Key, Value);
+  }
+  return Joined;
+}
+
 llvm::json::Object FactWriter::pathFacts(const PathFacts &P) const {
   return llvm::json::Object{{"cuda", nameOf(P.Cuda, CudaNames)},
                             {"grad", nameOf(P.Grad, GradNames)},

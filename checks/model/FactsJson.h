@@ -40,6 +40,11 @@ private:
   const FunctionDecl *F;
 };
 
+/// Two written FACTS objects joined over paths, as joinFacts() joins them:
+/// a fact stays where both agree (its origin may differ).
+llvm::json::Object joinFactObjects(const llvm::json::Object &Mine,
+                                   const llvm::json::Object &Theirs);
+
 class FactReader {
 public:
   /// \p F is the reading TU's declaration of the function whose terms the

@@ -551,9 +551,11 @@ const FunctionDecl *
 getAnalyzedFunction(const MatchFinder::MatchResult &Result) {
   if (const auto *FD =
           Result.Nodes.getNodeAs<FunctionDecl>("analyzedFunction")) {
-    // Lambda bodies are matched as lambdas.
+    // Lambda bodies are matched as lambdas, but for the instantiations of a
+    // generic lambda, which only the function matcher sees.
     if (isa<CXXMethodDecl>(FD) &&
-        cast<CXXMethodDecl>(FD)->getParent()->isLambda())
+        cast<CXXMethodDecl>(FD)->getParent()->isLambda() &&
+        !FD->isTemplateInstantiation())
       return nullptr;
     return FD;
   }

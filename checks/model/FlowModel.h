@@ -74,6 +74,8 @@ public:
   void initializeMember(const CXXCtorInitializer &Init, State &St) const;
   /// Narrows \p St on the edge where \p Cond evaluated to \p Taken.
   void refineOnBranch(const Expr *Cond, bool Taken, State &St) const;
+  /// What \p Cond being \p Taken says of the values it tests.
+  void refineValues(const Expr *Cond, bool Taken, State &St) const;
 
   //===--- Calls -----------------------------------------------------------===//
 

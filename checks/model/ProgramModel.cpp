@@ -304,9 +304,22 @@ bool ProgramModel::isRecursive(const FunctionDecl &F) {
   return Recursive.contains(F.getCanonicalDecl());
 }
 
-bool ProgramModel::definesMain() {
+bool ProgramModel::programDefinesMain() {
   buildCallGraph();
-  return HasMain || (Config.External && Config.External->definesMain());
+  // Asked without an audit's facts too: the audit reruns the TU with them.
+  Reads.Main = true;
+  return Config.External &&
+         (HasMain || Config.External->definesMainFor(mainFileName()));
+}
+
+std::string ProgramModel::mainFileName() const {
+  const SourceManager &SM = Ctx.getSourceManager();
+  OptionalFileEntryRef File = SM.getFileEntryRefForID(SM.getMainFileID());
+  if (!File)
+    return "";
+  // Absolute: two directories of one database may each have a `util.cpp`.
+  llvm::StringRef Real = File->getFileEntry().tryGetRealPathName();
+  return (Real.empty() ? File->getName() : Real).str();
 }
 
 //===--- Analyses ---------------------------------------------------------===//

@@ -120,6 +120,9 @@ public:
   /// template instantiation, or a template pattern that has none and
   /// depends on no template parameter in its body.
   bool isAnalyzable(const FunctionDecl &Function);
+  /// "Whatever each entry value is": the state the summary analysis of
+  /// \p Function starts from.
+  State parametricEntry(const FunctionDecl &Function);
   /// A fresh analysis of \p Function from \p Entry, not kept.
   std::unique_ptr<FlowAnalysis> analyse(const FunctionDecl &Function,
                                         State Entry);
@@ -135,9 +138,12 @@ public:
   /// Whether the user code refers to \p F other than by calling it.
   bool isAddressTaken(const FunctionDecl &F);
   bool isRecursive(const FunctionDecl &F);
-  /// Whether the program defines `main`: its other functions are then
-  /// reached from it or not at all.
-  bool definesMain();
+  /// Whether the whole program, as an audit sees it, has a `main`: its
+  /// other functions are then reached from it or not at all. One TU alone
+  /// cannot tell (another may call its functions): false without an audit.
+  bool programDefinesMain();
+  /// The TU's main file, absolute.
+  std::string mainFileName() const;
 
   //===--- Summaries and contexts ------------------------------------------===//
 
@@ -217,7 +223,6 @@ public:
 private:
   void buildCallGraph();
   const FunctionDecl *definitionOf(const FunctionDecl &F) const;
-  State parametricEntry(const FunctionDecl &Function);
   EntryContext computeEntryContext(const FunctionDecl &F);
   FunctionSummary buildSummary(const FunctionDecl &F, const FlowAnalysis &A);
   void judge(const FlowAnalysis &A, bool Lift, std::vector<Violation> *Found,

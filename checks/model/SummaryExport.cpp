@@ -54,7 +54,8 @@ llvm::json::Object exportTranslationUnit(ProgramModel &Program) {
   // they shape no finding.
   const ExternalReads &Asked = Program.externalReads();
   llvm::json::Object Reads{{"summaries", sorted(Asked.Summaries)},
-                           {"entries", sorted(Asked.Entries)}};
+                           {"entries", sorted(Asked.Entries)},
+                           {"main", Asked.Main}};
   ASTContext &Ctx = Program.context();
   const SourceManager &SM = Ctx.getSourceManager();
   const CallGraph &Graph = Program.callGraph();
@@ -128,6 +129,7 @@ llvm::json::Object exportTranslationUnit(ProgramModel &Program) {
     }
   }
   llvm::json::Object Out{{"version", SummaryFormatVersion},
+                         {"file", Program.mainFileName()},
                          {"definesMain", !Main.empty()},
                          {"functions", std::move(Summaries)},
                          {"calls", std::move(Calls)},

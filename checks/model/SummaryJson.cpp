@@ -25,6 +25,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SHA256.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 
 namespace clang::tidy::torch {
@@ -60,64 +61,67 @@ llvm::Error ExternalSummaries::merge(const llvm::json::Object &Document) {
         Entries.try_emplace(USR.str(), *O);
   HasMain |= Document.getBoolean("definesMain").value_or(false) ||
              Document.getString("main").has_value();
+  if (const llvm::json::Array *Ps = Document.getArray("programsWithMain")) {
+    KnowsFiles = true;
+    for (const llvm::json::Value &V : *Ps)
+      if (std::optional<llvm::StringRef> F = V.getAsString())
+        ProgramsWithMain.insert(*F);
+  }
   return llvm::Error::success();
 }
 
 llvm::Error ExternalSummaries::addExport(const llvm::json::Object &Export) {
   if (llvm::Error E = merge(Export))
     return E;
+  unsigned TU = ExportFiles.size();
+  ExportFiles.push_back(Export.getString("file").value_or("").str());
+  ExportDefinesMain.push_back(Export.getString("main").has_value());
+  KnowsFiles |= !ExportFiles.back().empty();
+  if (const llvm::json::Object *Fs = Export.getObject("functions"))
+    for (const auto &F : *Fs)
+      if (auto [It, New] = DefinedIn.try_emplace(F.first, TU); !New)
+        It->second = ~0u;
   if (const llvm::json::Array *Cs = Export.getArray("calls"))
     for (const llvm::json::Value &V : *Cs)
-      if (const llvm::json::Object *O = V.getAsObject())
+      if (const llvm::json::Object *O = V.getAsObject()) {
         Calls.push_back(*O);
+        CallTU.push_back(TU);
+      }
   if (const llvm::json::Array *As = Export.getArray("addressTaken"))
     for (const llvm::json::Value &V : *As)
       if (std::optional<llvm::StringRef> U = V.getAsString())
         AddressTaken.insert(*U);
   if (std::optional<llvm::StringRef> Main = Export.getString("main"))
-    MainUSR = Main->str();
+    Mains.insert(*Main);
   return llvm::Error::success();
+}
+
+bool ExternalSummaries::definesMainFor(llvm::StringRef MainFile) const {
+  return KnowsFiles ? ProgramsWithMain.contains(MainFile) : HasMain;
+}
+
+/// The programs of a database: TUs joined by their calls, each with a main
+/// or not (ProgramsOf[TU] is its program's representative).
+static std::vector<unsigned>
+programsOf(unsigned TUs, llvm::ArrayRef<std::pair<unsigned, unsigned>> Links) {
+  std::vector<unsigned> Parent(TUs);
+  for (unsigned I = 0; I < TUs; ++I)
+    Parent[I] = I;
+  auto Find = [&](unsigned X) {
+    while (Parent[X] != X)
+      X = Parent[X] = Parent[Parent[X]];
+    return X;
+  };
+  for (auto [A, B] : Links)
+    Parent[Find(A)] = Find(B);
+  for (unsigned I = 0; I < TUs; ++I)
+    Parent[I] = Find(I);
+  return Parent;
 }
 
 //===--- The program's entries ---------------------------------------------===//
 
 namespace {
-
-/// One fact field ("device", "pin", ...) of a FACTS object, joined over
-/// paths: equal values stay, others are dropped.
-void joinFactObjects(llvm::json::Object &Into, const llvm::json::Object &From) {
-  llvm::SmallVector<std::string, 8> Drop;
-  for (const auto &[Key, Value] : Into) {
-    const llvm::json::Value *Other = From.get(Key);
-    if (!Other) {
-      Drop.push_back(Key.str());
-      continue;
-    }
-    // Sourced facts are equal when their value and entry are; their origin
-    // may differ.
-    const llvm::json::Object *A = Value.getAsObject();
-    const llvm::json::Object *B = Other->getAsObject();
-    if (A && B && A->get("value") && B->get("value")) {
-      const llvm::json::Value *EA = A->get("entry"), *EB = B->get("entry");
-      bool SameEntry = (!EA && !EB) || (EA && EB && *EA == *EB);
-      if (*A->get("value") == *B->get("value") && SameEntry)
-        continue;
-    } else if (A && B && A->get("kind") && B->get("kind")) {
-      const llvm::json::Value *EA = A->get("entry"), *EB = B->get("entry");
-      bool SameEntry = (!EA && !EB) || (EA && EB && *EA == *EB);
-      if (*A->get("kind") == *B->get("kind") &&
-          A->get("ordinal") == B->get("ordinal") &&
-          (!A->get("holder") || *A->get("holder") == *B->get("holder")) &&
-          SameEntry)
-        continue;
-    } else if (Value == *Other) {
-      continue;
-    }
-    Drop.push_back(Key.str());
-  }
-  for (const std::string &K : Drop)
-    Into.erase(K);
-}
 
 /// \p Facts with every field that is its caller's entry value replaced by
 /// what \p CallerValues (the caller's entry values) say of it.
@@ -138,8 +142,8 @@ llvm::json::Object resolveFacts(const llvm::json::Object &Facts,
       if (!O || !O->get("entry") || !(*O->get("entry") == *Entry))
         continue;
       if (const llvm::json::Object *Known = O->getObject("facts"))
-        if (const llvm::json::Value *Same = Known->get(Key)) {
-          llvm::json::Object Copy = *Same->getAsObject();
+        if (const llvm::json::Object *Same = Known->getObject(Key)) {
+          llvm::json::Object Copy = *Same;
           Copy.erase("entry");
           Out[Key] = std::move(Copy);
         }
@@ -153,23 +157,45 @@ llvm::json::Object resolveFacts(const llvm::json::Object &Facts,
 void ExternalSummaries::finishEntries() {
   for (const auto &USR : Conflicting)
     Functions.erase(USR.getKey());
+  // The programs: a call joins its TU to the one TU that defines the callee.
+  // A callee defined in several TUs is inline, or separate programs reuse
+  // its name; neither joins programs.
+  std::vector<std::pair<unsigned, unsigned>> Links;
+  for (size_t I = 0; I < Calls.size(); ++I)
+    if (auto It = DefinedIn.find(Calls[I].getString("callee").value_or(""));
+        It != DefinedIn.end() && It->second != ~0u)
+      Links.emplace_back(CallTU[I], It->second);
+  std::vector<unsigned> Program = programsOf(ExportFiles.size(), Links);
+  llvm::DenseSet<unsigned> WithMain;
+  for (unsigned TU = 0; TU < ExportFiles.size(); ++TU)
+    if (ExportDefinesMain[TU])
+      WithMain.insert(Program[TU]);
+  for (unsigned TU = 0; TU < ExportFiles.size(); ++TU)
+    if (WithMain.contains(Program[TU]) && !ExportFiles[TU].empty())
+      ProgramsWithMain.insert(ExportFiles[TU]);
+
   // The calls of each function, and each function's callers.
-  llvm::StringMap<std::vector<const llvm::json::Object *>> CallsOf;
-  for (const llvm::json::Object &C : Calls) {
-    llvm::StringRef Callee = C.getString("callee").value_or("");
+  llvm::StringMap<std::vector<std::pair<const llvm::json::Object *, unsigned>>>
+      CallsOf;
+  for (size_t I = 0; I < Calls.size(); ++I) {
+    llvm::StringRef Callee = Calls[I].getString("callee").value_or("");
     if (!Callee.empty() && !AddressTaken.contains(Callee) &&
         !Conflicting.contains(Callee))
-      CallsOf[Callee].push_back(&C);
+      CallsOf[Callee].push_back({&Calls[I], CallTU[I]});
   }
-  // The program starts in main, or, without one, in every function that no
-  // one calls.
-  auto StartOf = [&](llvm::StringRef Caller) -> std::optional<PathFacts> {
+  // A program starts in its main, or, without one, in every function that
+  // no one calls.
+  auto StartOf = [&](llvm::StringRef Caller,
+                     unsigned TU) -> std::optional<PathFacts> {
     if (CallsOf.count(Caller))
       return std::nullopt;
     PathFacts P;
     P.Grad = GradMode::Enabled;
-    if (!HasMain || Caller == MainUSR || Caller.empty())
-      P.Cuda = CudaGuard::Unguarded;
+    // A function that its program's main does not reach is unreachable.
+    P.Cuda = !WithMain.contains(Program[TU]) || Mains.contains(Caller) ||
+                     Caller.empty()
+                 ? CudaGuard::Unguarded
+                 : CudaGuard::Checked;
     return P;
   };
 
@@ -197,7 +223,7 @@ void ExternalSummaries::finishEntries() {
       int64_t Count = 0;
       bool Training = false, InLoop = false;
       llvm::json::Object LoopJSON;
-      for (const llvm::json::Object *C : CallsOf[Callee]) {
+      for (auto [C, CallerTU] : CallsOf[Callee]) {
         llvm::StringRef Caller = C->getString("caller").value_or("");
         const llvm::json::Object *Path = C->getObject("path");
         PathFacts Here;
@@ -224,7 +250,7 @@ void ExternalSummaries::finishEntries() {
           CallerTraining = It->second.LoopJSON.get("training");
           CallerInLoop = It->second.LoopJSON.get("loop");
           Count = std::max(Count, It->second.Count);
-        } else if (std::optional<PathFacts> Start = StartOf(Caller)) {
+        } else if (std::optional<PathFacts> Start = StartOf(Caller, CallerTU)) {
           CallerPath = *Start;
         } else {
           continue;
@@ -267,10 +293,14 @@ void ExternalSummaries::finishEntries() {
             const llvm::json::Object *B = Theirs.getAsObject();
             if (A && B && A->get("entry") && B->get("entry") &&
                 *A->get("entry") == *B->get("entry")) {
-              llvm::json::Object Facts = *A->getObject("facts");
-              joinFactObjects(Facts, *B->getObject("facts"));
-              Kept.push_back(llvm::json::Object{{"entry", *A->get("entry")},
-                                                {"facts", std::move(Facts)}});
+              const llvm::json::Object *FA = A->getObject("facts");
+              const llvm::json::Object *FB = B->getObject("facts");
+              if (!FA || !FB)
+                continue;
+              llvm::json::Object Entry;
+              Entry["entry"] = *A->get("entry");
+              Entry["facts"] = joinFactObjects(*FA, *FB);
+              Kept.push_back(std::move(Entry));
             }
           }
         Joined.Values = std::move(Kept);
@@ -406,8 +436,16 @@ llvm::json::Object ExternalSummaries::toJSON() const {
   llvm::sort(Names);
   for (llvm::StringRef N : Names)
     Es[N] = llvm::json::Object(Entries.find(N)->second);
+  std::vector<llvm::StringRef> Files;
+  for (const auto &F : ProgramsWithMain)
+    Files.push_back(F.getKey());
+  llvm::sort(Files);
+  llvm::json::Array Programs;
+  for (llvm::StringRef F : Files)
+    Programs.push_back(F);
   llvm::json::Object Out{{"version", SummaryFormatVersion},
                          {"definesMain", HasMain},
+                         {"programsWithMain", std::move(Programs)},
                          {"functions", std::move(Fs)},
                          {"entries", std::move(Es)}};
   return Out;

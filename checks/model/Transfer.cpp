@@ -641,26 +641,24 @@ void FlowModel::refineOnBranch(const Expr *Cond, bool Taken, State &St) const {
   if (MentionsAvailability && !llvm::is_contained(P.AvailabilityChecks, Cond))
     P.AvailabilityChecks.push_back(Cond);
 
+  refineValues(Cond, Taken, St);
+}
+
+void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
+  Cond = Cond->IgnoreParenImpCasts();
+  if (const auto *Not = dyn_cast<UnaryOperator>(Cond))
+    if (Not->getOpcode() == UO_LNot)
+      return refineValues(Not->getSubExpr(), !Taken, St);
   // The condition's own variable is known on each edge.
   if (Location L = locationOf(Cond))
     if (Cond->getType()->isBooleanType()) {
       ValueFacts V = St.get(L);
       V.Scalar.Known = Taken;
       St.set(L, V);
-    }
-
-  if (const auto *Not = dyn_cast<UnaryOperator>(Cond))
-    if (Not->getOpcode() == UO_LNot) {
-      if (Location L = locationOf(Not->getSubExpr()->IgnoreParenImpCasts()))
-        if (Not->getSubExpr()->getType()->isBooleanType()) {
-          ValueFacts V = St.get(L);
-          V.Scalar.Known = !Taken;
-          St.set(L, V);
-        }
       return;
     }
   const auto *Call = dyn_cast<CallExpr>(Cond);
-  if (!Call || !Taken)
+  if (!Call)
     return;
   llvm::StringRef Method = tensorMethodName(*Call);
   if (Method != "is_pinned" && Method != "is_cuda")
@@ -670,10 +668,21 @@ void FlowModel::refineOnBranch(const Expr *Cond, bool Taken, State &St) const {
     return;
   ValueFacts V = St.get(L);
   if (Method == "is_pinned") {
-    V.Pin = {Pinning::Pinned, Call->getExprLoc()};
-    V.Device = {DeviceValue::cpu(), Call->getExprLoc()};
-  } else if (!V.Device.Value.isCUDA()) {
+    // Only CPU tensors are pinned; a tensor that is not pinned may be
+    // anywhere. A fact the test only confirms keeps its origin.
+    Pinning Proven = Taken ? Pinning::Pinned : Pinning::Pageable;
+    if (V.Pin.Value == Proven)
+      return;
+    if (Taken) {
+      V.Pin = {Pinning::Pinned, Call->getExprLoc()};
+      V.Device = {DeviceValue::cpu(), Call->getExprLoc()};
+    } else if (V.Device.Value.isCPU()) {
+      V.Pin = {Pinning::Pageable, Call->getExprLoc()};
+    }
+  } else if (Taken && !V.Device.Value.isCUDA()) {
     V.Device = {DeviceValue::cuda(), Call->getExprLoc()};
+  } else {
+    return;
   }
   St.set(L, V);
 }

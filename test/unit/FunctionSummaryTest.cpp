@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "model/ExternalSummaries.h"
+#include "model/FactsJson.h"
 #include "model/ProgramModel.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Frontend/ASTUnit.h"
@@ -40,7 +41,7 @@ struct Program {
          "-resource-dir=" TORCH_TIDY_CLANG_RESOURCE_DIR},
         "input.cpp");
     if (AST)
-      Model = ProgramModel::get(AST->getASTContext(), TorchApiOptions());
+      Model = ProgramModel::get(AST->getASTContext(), ModelConfig());
   }
 
   const FunctionDecl *function(const std::string &Name) {
@@ -61,6 +62,11 @@ std::string holderName(const DeviceValue &V) {
   return V.isSymbolic() ? V.holder()->getNameAsString() : "";
 }
 
+/// The name of the parameter (or member) a location of the callee names.
+std::string rootName(const Location &L) {
+  return L.Root ? L.Root->getNameAsString() : "";
+}
+
 TEST(FunctionSummary, ReturnsAPageableCPUTensor) {
   Program P("torch::Tensor f() {\n"
             "  std::vector<float> buffer(16);\n"
@@ -68,10 +74,11 @@ TEST(FunctionSummary, ReturnsAPageableCPUTensor) {
             "}\n");
   const FunctionSummary *S = P.summary("f");
   ASSERT_TRUE(S);
-  EXPECT_TRUE(S->Return.Device.Value.isCPU());
-  EXPECT_EQ(S->Return.Pin.Value, Pinning::Pageable);
-  EXPECT_EQ(S->Return.Graph.Value, GraphState::NoGraph);
-  EXPECT_TRUE(S->Return.Device.Origin.isValid());
+  ValueFacts R = S->returned();
+  EXPECT_TRUE(R.Device.Value.isCPU());
+  EXPECT_EQ(R.Pin.Value, Pinning::Pageable);
+  EXPECT_EQ(R.Graph.Value, GraphState::NoGraph);
+  EXPECT_TRUE(R.Device.Origin.isValid());
 }
 
 TEST(FunctionSummary, ReturnsItsArgumentMovedToItsDevice) {
@@ -80,10 +87,10 @@ TEST(FunctionSummary, ReturnsItsArgumentMovedToItsDevice) {
             "}\n");
   const FunctionSummary *S = P.summary("f");
   ASSERT_TRUE(S);
-  EXPECT_EQ(holderName(S->Return.Device.Value), "device");
+  EXPECT_EQ(holderName(S->returned().Device.Value), "device");
   // Pinning and graph are the argument's.
-  ASSERT_TRUE(S->Return.Graph.Param);
-  EXPECT_EQ(S->Return.Graph.Param->getName(), "t");
+  ASSERT_TRUE(S->returned().Graph.Entry);
+  EXPECT_EQ(S->returned().Graph.Entry->getName(), "t");
 }
 
 TEST(FunctionSummary, ReturnsAModuleOnItsDeviceParameter) {
@@ -94,7 +101,7 @@ TEST(FunctionSummary, ReturnsAModuleOnItsDeviceParameter) {
             "}\n");
   const FunctionSummary *S = P.summary("f");
   ASSERT_TRUE(S);
-  EXPECT_EQ(holderName(S->Return.Device.Value), "device");
+  EXPECT_EQ(holderName(S->returned().Device.Value), "device");
 }
 
 TEST(FunctionSummary, EffectsOnAModuleAndAReference) {
@@ -105,9 +112,9 @@ TEST(FunctionSummary, EffectsOnAModuleAndAReference) {
   const FunctionSummary *S = P.summary("f");
   ASSERT_TRUE(S);
   ASSERT_EQ(S->Effects.size(), 2u);
-  EXPECT_EQ(S->Effects[0].Param->getName(), "net");
+  EXPECT_EQ(rootName(S->Effects[0].Where), "net");
   EXPECT_EQ(holderName(S->Effects[0].Exit.Device.Value), "d");
-  EXPECT_EQ(S->Effects[1].Param->getName(), "t");
+  EXPECT_EQ(rootName(S->Effects[1].Where), "t");
   EXPECT_TRUE(S->Effects[1].Exit.Device.Value.isCUDA());
 }
 
@@ -122,29 +129,42 @@ TEST(FunctionSummary, RequirementsOnParameters) {
             "void h(Net &model, const torch::Tensor &x) { f(model, x, x); }\n");
   const FunctionSummary *F = P.summary("f");
   ASSERT_TRUE(F);
+  auto EntryName = [](const Operand &Op) {
+    const ValueDecl *D = Op.Facts.Device.Entry ? Op.Facts.Device.Entry
+                                               : Op.Facts.Pin.Entry;
+    return D ? D->getNameAsString() : std::string();
+  };
   bool SawModuleCall = false, SawPlus = false;
-  for (const Requirement &R : F->Requirements) {
-    ASSERT_EQ(R.Kind, Requirement::SameDevice);
-    SawModuleCall |= R.IsModuleCall && R.First.Device.Param &&
-                     R.First.Device.Param->getName() == "model";
-    SawPlus |= R.What == "operator '+'" && R.Second.Device.Param &&
-               R.Second.Device.Param->getName() == "background";
+  bool SawForward = false;
+  for (const Obligation &O : F->Obligations) {
+    // The module's forward records a graph unless the caller disables it.
+    if (O.Kind->name() == "forward-records-graph") {
+      SawForward = true;
+      continue;
+    }
+    ASSERT_EQ(O.Kind->name(), "same-device");
+    ASSERT_EQ(O.Site.Operands.size(), 2u);
+    SawModuleCall |= O.Site.What.empty() &&
+                     EntryName(O.Site.Operands[0]) == "model";
+    SawPlus |= O.Site.What == "operator '+'" &&
+               EntryName(O.Site.Operands[1]) == "background";
   }
   EXPECT_TRUE(SawModuleCall);
   EXPECT_TRUE(SawPlus);
+  EXPECT_TRUE(SawForward);
 
   const FunctionSummary *G = P.summary("g");
   ASSERT_TRUE(G);
-  ASSERT_EQ(G->Requirements.size(), 1u);
-  EXPECT_EQ(G->Requirements[0].Kind, Requirement::PinnedSource);
-  EXPECT_EQ(G->Requirements[0].Source->getName(), "t");
+  ASSERT_EQ(G->Obligations.size(), 1u);
+  EXPECT_EQ(G->Obligations[0].Kind->name(), "pinned-source");
+  EXPECT_EQ(EntryName(G->Obligations[0].Site.Operands[0]), "t");
 
-  // h passes its own parameters on: the requirements become h's, with the
+  // h passes its own parameters on: the obligations become h's, with the
   // call on their path.
   const FunctionSummary *H = P.summary("h");
   ASSERT_TRUE(H);
-  ASSERT_FALSE(H->Requirements.empty());
-  EXPECT_TRUE(H->Requirements[0].Via);
+  ASSERT_FALSE(H->Obligations.empty());
+  EXPECT_TRUE(H->Obligations[0].Via);
 }
 
 TEST(FunctionSummary, UnknownWhenNothingIsProven) {
@@ -219,15 +239,16 @@ TEST(ClassState, WhatEveryConstructorEstablishes) {
     const ClassState &S = P.Model->classState(*RD);
     if (RD->getName() == "Trainer") {
       std::map<std::string, ValueFacts> ByName;
-      for (const auto &[Field, Facts] : S.Members)
-        ByName[Field->getNameAsString()] = Facts;
+      for (const auto &[Member, Facts] : S.Members)
+        if (const FieldDecl *Field = Member.memberField())
+          ByName[Field->getNameAsString()] = Facts;
       EXPECT_TRUE(ByName["model_"].Device.Value.isCUDA());
       EXPECT_TRUE(ByName["device_"].Device.Value.isCUDA());
       EXPECT_EQ(ByName.count("buffer_"), 0u); // never set: unknown
     } else {
       // upload() moves x_ in a way the constructor does not: its device is
       // unknown (what both agree on, no graph, stays).
-      for (const auto &[Field, Facts] : S.Members)
+      for (const auto &[Member, Facts] : S.Members)
         EXPECT_FALSE(Facts.Device.Value.isKnown());
     }
   }
@@ -236,8 +257,8 @@ TEST(ClassState, WhatEveryConstructorEstablishes) {
 TEST(SummaryJson, RoundTrip) {
   Program P("torch::Tensor f(Net &model, const torch::Tensor &x,\n"
             "                torch::Device device) {\n"
-            "  model->to(device);\n"
             "  auto y = model->forward(x);\n"
+            "  model->to(device);\n"
             "  return torch::zeros({2});\n"
             "}\n");
   const FunctionDecl *F = P.function("f");
@@ -246,7 +267,7 @@ TEST(SummaryJson, RoundTrip) {
   ASSERT_TRUE(S);
   llvm::json::Object Functions;
   Functions[usrOf(*F)] =
-      serializeSummary(*F, *S, P.AST->getASTContext().getSourceManager());
+      FactWriter(P.AST->getASTContext().getSourceManager(), F).summary(*S);
   llvm::json::Object Document{{"version", SummaryFormatVersion},
                               {"functions", std::move(Functions)}};
   std::string Text = llvm::formatv("{0}", llvm::json::Value(std::move(Document)));
@@ -254,15 +275,19 @@ TEST(SummaryJson, RoundTrip) {
   ASSERT_TRUE(bool(Parsed)) << llvm::toString(Parsed.takeError());
   std::optional<FunctionSummary> Back = (*Parsed)->lookup(*F, *P.Model);
   ASSERT_TRUE(Back);
-  EXPECT_TRUE(Back->Return.Device.Value.isCPU());
-  EXPECT_EQ(Back->Return.Pin.Value, Pinning::Pageable);
+  EXPECT_TRUE(Back->returned().Device.Value.isCPU());
+  EXPECT_EQ(Back->returned().Pin.Value, Pinning::Pageable);
   ASSERT_EQ(Back->Effects.size(), S->Effects.size());
   ASSERT_EQ(Back->Effects.size(), 1u);
-  EXPECT_EQ(Back->Effects[0].Param, S->Effects[0].Param);
+  EXPECT_EQ(Back->Effects[0].Where, S->Effects[0].Where);
   EXPECT_EQ(holderName(Back->Effects[0].Exit.Device.Value), "device");
-  ASSERT_EQ(Back->Requirements.size(), S->Requirements.size());
+  ASSERT_EQ(Back->Obligations.size(), S->Obligations.size());
+  for (size_t I = 0; I < S->Obligations.size(); ++I) {
+    EXPECT_EQ(Back->Obligations[I].Kind, S->Obligations[I].Kind);
+    EXPECT_EQ(Back->Obligations[I].At, S->Obligations[I].At);
+  }
   // The same place, read back through the file's name.
-  EXPECT_EQ(Back->Return.Device.Origin, S->Return.Device.Origin);
+  EXPECT_EQ(Back->returned().Device.Origin, S->returned().Device.Origin);
 
   // Another version is refused, with the reason.
   auto Old = ExternalSummaries::parse("{\"version\": 0}");
@@ -284,8 +309,9 @@ TEST(SummaryJson, ConflictingDefinitionsAreUnknown) {
   ASSERT_EQ(usrOf(*A), usrOf(*B));
   auto Export = [](Program &P, const FunctionDecl &F) {
     llvm::json::Object Functions;
-    Functions[usrOf(F)] = serializeSummary(
-        F, *P.Model->summary(F), P.AST->getASTContext().getSourceManager());
+    Functions[usrOf(F)] =
+        FactWriter(P.AST->getASTContext().getSourceManager(), &F)
+            .summary(*P.Model->summary(F));
     return llvm::json::Object{{"version", SummaryFormatVersion},
                               {"functions", std::move(Functions)}};
   };
