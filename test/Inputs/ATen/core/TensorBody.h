@@ -89,6 +89,7 @@ public:
   Tensor sigmoid() const;
   Tensor to_dense() const;
   Tensor view(IntArrayRef size) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   Tensor view_symint(c10::SymIntArrayRef size) const;
   Tensor reshape(IntArrayRef shape) const;
   Tensor reshape_symint(c10::SymIntArrayRef shape) const;

@@ -21,6 +21,9 @@ public:
   virtual void to(torch::Dtype dtype, bool non_blocking = false);
   virtual void to(torch::Device device, bool non_blocking = false);
   virtual void zero_grad(bool set_to_none = true);
+  // A deep copy; its parameters stay on this module's device unless `device`.
+  virtual std::shared_ptr<Module> clone(
+      const c10::optional<torch::Device> &device = c10::nullopt) const;
   template <typename ModuleType>
   std::shared_ptr<ModuleType> register_module(std::string name,
                                               std::shared_ptr<ModuleType> module);
@@ -35,6 +38,8 @@ template <typename Derived> class Cloneable : public Module {
 public:
   using Module::Module;
   virtual void reset() = 0;
+  std::shared_ptr<Module> clone(
+      const c10::optional<torch::Device> &device = c10::nullopt) const override;
 };
 
 template <typename Contained> class ModuleHolder {
