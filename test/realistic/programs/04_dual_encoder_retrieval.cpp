@@ -132,6 +132,7 @@ int main() {
   // OK(torch-device-mismatch): the holders share their modules with the
   // trainer's, which its constructor moved to 'device'.
   auto index = build_index(d_enc, eval_set, device);
+  // OK(torch-device-mismatch): the same shared, moved query encoder.
   std::cout << "recall@1 " << recall_at_1(q_enc, index, eval_set, device) << '\n';
   return 0;
 }
