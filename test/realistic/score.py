@@ -171,10 +171,10 @@ def main():
         sys.exit("error: no torch-tidy at %s (use --torch-tidy)" % args.torch_tidy)
     flags = header_flags(args.libtorch, args.build_dir)
 
-    programs = sorted(p for p in glob.glob(os.path.join(PROGRAMS, "*"))
+    programs = sorted(os.path.realpath(p) for p in glob.glob(os.path.join(PROGRAMS, "*"))
                       if p.endswith(SOURCE_EXTS)
                       and selected(os.path.splitext(os.path.basename(p))[0], args.only))
-    projects = sorted(p for p in glob.glob(os.path.join(PROJECTS, "*"))
+    projects = sorted(os.path.realpath(p) for p in glob.glob(os.path.join(PROJECTS, "*"))
                       if os.path.isdir(p) and selected(os.path.basename(p), args.only))
     if not programs and not projects:
         sys.exit("error: nothing selected")
@@ -225,7 +225,7 @@ def main():
     per = {c: {"markers": 0, "caught": 0, "false_positives": 0} for c in checks}
     missed, false_positives = [], []
     caught_keys = set()
-    relative = lambda p: os.path.relpath(p, HERE)
+    relative = lambda p: os.path.relpath(p, os.path.realpath(HERE))
 
     for f in findings:
         path, check, line = os.path.realpath(f["file"]), f["check"], f["line"]

@@ -21,6 +21,7 @@ int main() {
   }
 
   for (int iteration = 0; iteration < 100; ++iteration) {
+    // OK(torch-device-mismatch): place() moved the policy to 'device' at start-up.
     auto batch = collect(policy, device, 512);
     UpdateStats stats{torch::zeros({}, device)};
     ppo_update(policy, opt, batch, stats);
