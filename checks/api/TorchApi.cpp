@@ -224,6 +224,15 @@ const Expr *stripConversions(const Expr *E) {
       E = BTE->getSubExpr();
     else if (const auto *FC = dyn_cast<CXXFunctionalCastExpr>(E))
       E = FC->getSubExpr();
+    else if (const auto *SC = dyn_cast<CXXStaticCastExpr>(E);
+             SC && SC->getType()->isScalarType())
+      E = SC->getSubExpr(); // static_cast<bool>(count), as TORCH_CHECK has it
+    else if (const auto *Call = dyn_cast<CallExpr>(E);
+             Call && Call->getNumArgs() >= 1 &&
+             (Call->getBuiltinCallee() == Builtin::BI__builtin_expect ||
+              Call->getBuiltinCallee() ==
+                  Builtin::BI__builtin_expect_with_probability))
+      E = Call->getArg(0); // C10_UNLIKELY(e): the value of e
     else if (const auto *CE = dyn_cast<CXXConstructExpr>(E)) {
       // A converting or copying constructor of one real argument.
       unsigned Real = 0;

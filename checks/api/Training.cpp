@@ -37,6 +37,12 @@ bool isBackwardCall(const CallExpr &Call, const TorchApiOptions &Opts) {
   return matchesNameList(*FD, Opts.ExtraBackwardFunctions);
 }
 
+bool isGradientCall(const CallExpr &Call) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  return FD && FD->getIdentifier() && FD->getName() == "grad" &&
+         FD->getQualifiedNameAsString() == "torch::autograd::grad";
+}
+
 bool isOptimizerStepCall(const CallExpr &Call, const TorchApiOptions &Opts) {
   const FunctionDecl *FD = Call.getDirectCallee();
   if (!FD || !FD->getIdentifier())

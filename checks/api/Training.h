@@ -19,6 +19,9 @@ namespace clang::tidy::torch {
 /// \p Opts.ExtraBackwardFunctions. Not `torch::autograd::grad(...)`, which
 /// computes gradients without accumulating them into parameters.
 bool isBackwardCall(const CallExpr &Call, const TorchApiOptions &Opts);
+/// `torch::autograd::grad(...)`: it runs backward through the graph (a
+/// gradient penalty, Grad-CAM) but takes no training step.
+bool isGradientCall(const CallExpr &Call);
 /// `optimizer.step()` on a torch::optim::Optimizer (or a class derived from
 /// it), or one of \p Opts.ExtraStepFunctions.
 bool isOptimizerStepCall(const CallExpr &Call, const TorchApiOptions &Opts);

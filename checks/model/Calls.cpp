@@ -470,7 +470,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   const FunctionSummary *Summary = Program.summaryForCall(Call);
   // A backward pass reaches the graphs its tensors carry; an opaque call
   // may keep them.
-  bool Backward = isBackwardCall(Call, options()) ||
+  bool Backward = isBackwardCall(Call, options()) || isGradientCall(Call) ||
                   (Summary && Summary->Backward.isValid());
   bool Opaque = !Backward && !Summary && Call.getDirectCallee() &&
                 !isLibraryFunction(*Call.getDirectCallee());

@@ -52,20 +52,6 @@ static PathFacts programStart() {
   return P;
 }
 
-/// Tags \p F's facts as the entry value of \p D, keeping what they say, the
-/// way the summary analysis starts (parametricEntry): a device variable is
-/// the symbolic device it names unless the callers agree on one.
-static ValueFacts tagged(ValueFacts F, const ValueDecl &D) {
-  F.Pin.Entry = F.Graph.Entry = F.Mode.Entry = &D;
-  if (isDeviceType(D.getType().getNonReferenceType())) {
-    if (!F.Device.Value.isKnown())
-      F.Device = {DeviceValue::symbolic(&D), D.getLocation()};
-  } else {
-    F.Device.Entry = &D;
-  }
-  return F;
-}
-
 const EntryContext &ProgramModel::entryContext(const FunctionDecl &F) {
   const FunctionDecl *Key = F.getCanonicalDecl();
   if (auto It = Contexts.find(Key); It != Contexts.end())
@@ -182,7 +168,7 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       }
       Location L = entryLocationOf(*D);
       if (!isa<FieldDecl>(D) || !V.isUnknown())
-        Here.set(L, tagged(V, *D));
+        Here.set(L, asEntryValue(V, *D));
     }
     if (Here.path().Cuda != CudaGuard::Checked && !C.UncheckedCall)
       C.UncheckedCall = Site.Call;

@@ -137,12 +137,25 @@ static std::optional<int64_t> constantOf(const Expr *E, const ASTContext &Ctx) {
   return std::nullopt;
 }
 
+static bool compareConstants(BinaryOperatorKind Op, int64_t X, int64_t Y) {
+  return Op == BO_EQ   ? X == Y
+         : Op == BO_NE ? X != Y
+         : Op == BO_LT ? X < Y
+         : Op == BO_GT ? X > Y
+         : Op == BO_LE ? X <= Y
+                       : X >= Y;
+}
+
 /// A device count as a truth value: nonzero means CUDA is there.
 static ScalarFacts asCondition(ScalarFacts F) {
   if (F.IsDeviceCount) {
-    F.IfTrue.Cuda = true;
-    F.IfTrue.CountAtLeast = std::max<int64_t>(F.IfTrue.CountAtLeast, 1);
+    // A nonzero constant on some path proves nothing when true.
+    if (llvm::all_of(F.OrKnown, [](int64_t K) { return K == 0; })) {
+      F.IfTrue.Cuda = true;
+      F.IfTrue.CountAtLeast = std::max<int64_t>(F.IfTrue.CountAtLeast, 1);
+    }
     F.IsDeviceCount = false;
+    F.OrKnown.clear();
   }
   return F;
 }
@@ -153,14 +166,7 @@ ScalarFacts FlowModel::evaluateComparison(const Expr &E, BinaryOperatorKind Op,
   ScalarFacts Out;
   ScalarFacts A = evaluateScalar(L, S), B = evaluateScalar(R, S);
   if (A.Known && B.Known) {
-    int64_t X = *A.Known, Y = *B.Known;
-    bool V = Op == BO_EQ   ? X == Y
-             : Op == BO_NE ? X != Y
-             : Op == BO_LT ? X < Y
-             : Op == BO_GT ? X > Y
-             : Op == BO_LE ? X <= Y
-                           : X >= Y;
-    Out.Known = V;
+    Out.Known = compareConstants(Op, *A.Known, *B.Known);
     return Out;
   }
   // `is_available() == false`: a condition compared with a constant.
@@ -184,6 +190,18 @@ ScalarFacts FlowModel::evaluateComparison(const Expr &E, BinaryOperatorKind Op,
     Op = BinaryOperator::reverseComparisonOp(Op);
   }
   Out.CountComparison = &E;
+  // Where the count is a constant on some paths, a comparison that holds for
+  // that constant proves nothing when taken, and one that fails proves
+  // nothing when not taken.
+  auto WithConstants = [&](ScalarFacts Out) {
+    for (int64_t C : A.OrKnown) {
+      if (!B.Known)
+        return ScalarFacts();
+      (compareConstants(Op, C, *B.Known) ? Out.IfTrue : Out.IfFalse) =
+          Implication();
+    }
+    return Out;
+  };
   // A bound the program picks (an ordinal, a world size, a loop counter,
   // whatever the flow knows of it on one path): the comparison guards every
   // ordinal in what it controls.
@@ -192,7 +210,7 @@ ScalarFacts FlowModel::evaluateComparison(const Expr &E, BinaryOperatorKind Op,
       Out.IfTrue = {true, EveryDevice};
     else if (Op == BO_LT || Op == BO_LE || Op == BO_EQ)
       Out.IfFalse = {Op != BO_EQ, Op == BO_EQ ? 0 : EveryDevice};
-    return Out;
+    return WithConstants(Out);
   }
   int64_t K = *B.Known;
   // The count proven when the comparison is true / false.
@@ -225,7 +243,7 @@ ScalarFacts FlowModel::evaluateComparison(const Expr &E, BinaryOperatorKind Op,
   default:
     break;
   }
-  return Out;
+  return WithConstants(Out);
 }
 
 std::optional<ScalarFacts> FlowModel::deviceComparison(bool Equal,
@@ -573,6 +591,11 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
   ValueFacts F;
   bool AnyInGraph = false, AllNoGraph = true, First = true;
   F.MayBeZeroDim = true;
+  // An op that runs computes where its operands are: a known device (other
+  // than a possibly 0-dim CPU tensor, which may meet any device) decides
+  // over unknown ones; known devices that differ decide nothing.
+  std::optional<Sourced<DeviceValue>> Decided;
+  bool Conflict = false;
   for (const Expr *Op : Ops) {
     if (!isTensorType(Op->getType()))
       continue;
@@ -582,6 +605,15 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
     else if (F.Device != OpFacts.Device)
       F.Device = {};
     First = false;
+    if (OpFacts.Device.Value.isKnown() &&
+        !(OpFacts.Device.Value.isCPU() && OpFacts.MayBeZeroDim)) {
+      if (!Decided)
+        Decided = OpFacts.Device;
+      else if (Decided->Value != OpFacts.Device.Value)
+        Conflict = true;
+      else if (Decided->Entry != OpFacts.Device.Entry)
+        Decided->Entry = nullptr;
+    }
     AnyInGraph |= OpFacts.Graph.Value == GraphState::InGraph;
     AllNoGraph &= OpFacts.Graph.Value == GraphState::NoGraph;
     F.MayBeZeroDim &= OpFacts.MayBeZeroDim;
@@ -589,6 +621,8 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
       if (!llvm::is_contained(F.GraphSources, A))
         F.GraphSources.push_back(A);
   }
+  if (Decided && !Conflict)
+    F.Device = *Decided;
   if (F.Device.Value.isKnown() && !F.Device.Entry) {
     F.Device.Origin = E.getExprLoc();
     F.Device.Via = nullptr;

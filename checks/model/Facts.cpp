@@ -2,6 +2,7 @@
 
 #include "Facts.h"
 #include "State.h"
+#include "api/TorchMatchers.h"
 #include "llvm/ADT/STLExtras.h"
 
 namespace clang::tidy::torch {
@@ -56,16 +57,64 @@ static Implication joinImplications(const Implication &A,
   return {A.Cuda && B.Cuda, std::min(A.CountAtLeast, B.CountAtLeast)};
 }
 
-static ScalarFacts joinScalars(const ScalarFacts &A, const ScalarFacts &B) {
+/// A count-or-constants value's alternatives, appended to \p Out; false
+/// when \p F is neither a count nor a constant.
+static bool countAlternatives(const ScalarFacts &F,
+                              llvm::SmallVectorImpl<int64_t> &Out) {
+  if (F.IsDeviceCount) {
+    Out.append(F.OrKnown.begin(), F.OrKnown.end());
+    return true;
+  }
+  if (F.Known) {
+    Out.push_back(*F.Known);
+    return true;
+  }
+  return false;
+}
+
+ScalarFacts joinScalars(const ScalarFacts &A, const ScalarFacts &B) {
+  /// How many constants a count may stand beside before it is unknown.
+  constexpr size_t MaxAlternatives = 4;
   ScalarFacts R;
   if (A.Known == B.Known)
     R.Known = A.Known;
-  R.IsDeviceCount = A.IsDeviceCount && B.IsDeviceCount;
   R.IfTrue = joinImplications(A.IfTrue, B.IfTrue);
   R.IfFalse = joinImplications(A.IfFalse, B.IfFalse);
+  auto Vacuous = [&R](const ScalarFacts &Constant, const ScalarFacts &Other) {
+    if (!Constant.Known || Other.Known)
+      return;
+    if (*Constant.Known)
+      R.IfFalse = Other.IfFalse;
+    else
+      R.IfTrue = Other.IfTrue;
+  };
+  Vacuous(A, B);
+  Vacuous(B, A);
+  if (A.IsDeviceCount || B.IsDeviceCount) {
+    llvm::SmallVector<int64_t, 4> Or;
+    if (countAlternatives(A, Or) && countAlternatives(B, Or)) {
+      llvm::sort(Or);
+      Or.erase(std::unique(Or.begin(), Or.end()), Or.end());
+      if (Or.size() <= MaxAlternatives) {
+        R.IsDeviceCount = true;
+        R.OrKnown.assign(Or.begin(), Or.end());
+      }
+    }
+  }
   if (R.IfTrue.CountAtLeast || R.IfFalse.CountAtLeast)
     R.CountComparison = A.CountComparison ? A.CountComparison : B.CountComparison;
   return R;
+}
+
+ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D) {
+  F.Pin.Entry = F.Graph.Entry = F.Mode.Entry = &D;
+  if (isDeviceType(D.getType().getNonReferenceType())) {
+    if (!F.Device.Value.isKnown())
+      F.Device = {DeviceValue::symbolic(&D), D.getLocation()};
+  } else {
+    F.Device.Entry = &D;
+  }
+  return F;
 }
 
 ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {

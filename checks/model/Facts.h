@@ -87,20 +87,26 @@ struct Implication {
 /// What is known of a bool or integer value.
 struct ScalarFacts {
   std::optional<int64_t> Known;
-  /// The value is the number of CUDA devices.
+  /// The value is the number of CUDA devices, or, on some paths, one of
+  /// OrKnown's constants (`single ? 1 : device_count()`).
   bool IsDeviceCount = false;
+  llvm::SmallVector<int64_t, 2> OrKnown;
   /// What a branch on the value proves when it is true / false.
   Implication IfTrue, IfFalse;
   /// The comparison that proves a device count, for notes.
   const Expr *CountComparison = nullptr;
   bool operator==(const ScalarFacts &O) const {
     return Known == O.Known && IsDeviceCount == O.IsDeviceCount &&
-           IfTrue == O.IfTrue && IfFalse == O.IfFalse;
+           OrKnown == O.OrKnown && IfTrue == O.IfTrue && IfFalse == O.IfFalse;
   }
   bool empty() const {
     return !Known && !IsDeviceCount && IfTrue.empty() && IfFalse.empty();
   }
 };
+
+/// Merges what two paths know of a scalar. A constant side cannot take the
+/// branch that contradicts it, so there the other side's implication holds.
+ScalarFacts joinScalars(const ScalarFacts &A, const ScalarFacts &B);
 
 /// A device count that proves every ordinal (a comparison against a value
 /// the program picks).
@@ -152,6 +158,11 @@ struct ValueFacts {
   /// Whether any fact stands for an entry value.
   bool dependsOnEntry() const;
 };
+
+/// \p F, what the callers pass for \p D, tagged as D's entry value, the way
+/// the summary analysis starts (parametricEntry): a device variable is the
+/// symbolic device it names unless the callers agree on one.
+ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D);
 
 /// Merges the facts of two paths: what both prove survives; a graph source
 /// on either path survives (a "some path" fact); an Empty side keeps the

@@ -46,6 +46,49 @@ T valueOf(std::optional<llvm::StringRef> S, const llvm::StringLiteral (&Names)[N
 }
 } // namespace
 
+/// A scalar's facts as written; the comparison that proved a count stays
+/// behind (notes name it only in its own TU).
+static llvm::json::Object scalarToJSON(const ScalarFacts &F) {
+  llvm::json::Object S;
+  if (F.Known)
+    S["known"] = *F.Known;
+  if (F.IsDeviceCount) {
+    S["deviceCount"] = true;
+    if (!F.OrKnown.empty())
+      S["orKnown"] = llvm::json::Array(F.OrKnown);
+  }
+  auto Implied = [](const Implication &I) {
+    return llvm::json::Object{{"cuda", I.Cuda}, {"count", I.CountAtLeast}};
+  };
+  if (!F.IfTrue.empty())
+    S["ifTrue"] = Implied(F.IfTrue);
+  if (!F.IfFalse.empty())
+    S["ifFalse"] = Implied(F.IfFalse);
+  return S;
+}
+
+static ScalarFacts scalarFromJSON(const llvm::json::Object &S) {
+  ScalarFacts F;
+  if (std::optional<int64_t> K = S.getInteger("known"))
+    F.Known = *K;
+  F.IsDeviceCount = S.getBoolean("deviceCount").value_or(false);
+  if (const llvm::json::Array *Or = S.getArray("orKnown"))
+    for (const llvm::json::Value &V : *Or)
+      if (std::optional<int64_t> K = V.getAsInteger())
+        F.OrKnown.push_back(*K);
+  auto Implied = [](const llvm::json::Object *I) {
+    Implication Out;
+    if (I) {
+      Out.Cuda = I->getBoolean("cuda").value_or(false);
+      Out.CountAtLeast = I->getInteger("count").value_or(0);
+    }
+    return Out;
+  };
+  F.IfTrue = Implied(S.getObject("ifTrue"));
+  F.IfFalse = Implied(S.getObject("ifFalse"));
+  return F;
+}
+
 //===--- Writing -----------------------------------------------------------===//
 
 llvm::json::Value FactWriter::place(SourceLocation Loc) const {
@@ -155,51 +198,14 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     O["zeroDim"] = false;
   if (V.DeviceUnset)
     O["deviceUnset"] = true;
-  if (!V.Scalar.empty()) {
-    llvm::json::Object S;
-    if (V.Scalar.Known)
-      S["known"] = *V.Scalar.Known;
-    if (V.Scalar.IsDeviceCount)
-      S["deviceCount"] = true;
-    auto Implied = [](const Implication &I) {
-      return llvm::json::Object{{"cuda", I.Cuda}, {"count", I.CountAtLeast}};
-    };
-    if (!V.Scalar.IfTrue.empty())
-      S["ifTrue"] = Implied(V.Scalar.IfTrue);
-    if (!V.Scalar.IfFalse.empty())
-      S["ifFalse"] = Implied(V.Scalar.IfFalse);
-    O["scalar"] = std::move(S);
-  }
+  if (!V.Scalar.empty())
+    O["scalar"] = scalarToJSON(V.Scalar);
   if (V.Callable)
     O["callable"] = usrOf(*V.Callable);
   return O;
 }
 
 //===--- Joining written facts --------------------------------------------===//
-
-/// joinScalars (Facts.cpp) on written scalars: implications hold where both
-/// do, a known value where both agree.
-static llvm::json::Object joinScalarObjects(const llvm::json::Object &A,
-                                            const llvm::json::Object &B) {
-  llvm::json::Object Out;
-  if (A.get("known") && B.get("known") && *A.get("known") == *B.get("known"))
-    Out["known"] = *A.get("known");
-  if (A.getBoolean("deviceCount").value_or(false) &&
-      B.getBoolean("deviceCount").value_or(false))
-    Out["deviceCount"] = true;
-  for (llvm::StringRef Edge : {"ifTrue", "ifFalse"}) {
-    const llvm::json::Object *IA = A.getObject(Edge), *IB = B.getObject(Edge);
-    if (!IA || !IB)
-      continue;
-    bool Cuda = IA->getBoolean("cuda").value_or(false) &&
-                IB->getBoolean("cuda").value_or(false);
-    int64_t Count = std::min(IA->getInteger("count").value_or(0),
-                             IB->getInteger("count").value_or(0));
-    if (Cuda || Count)
-      Out[Edge] = llvm::json::Object{{"cuda", Cuda}, {"count", Count}};
-  }
-  return Out;
-}
 
 llvm::json::Object joinFactObjects(const llvm::json::Object &Mine,
                                    const llvm::json::Object &Theirs) {
@@ -218,7 +224,8 @@ llvm::json::Object joinFactObjects(const llvm::json::Object &Mine,
     const llvm::json::Object *A = Value.getAsObject();
     const llvm::json::Object *B = Other->getAsObject();
     if (Key == "scalar" && A && B) {
-      llvm::json::Object Scalar = joinScalarObjects(*A, *B);
+      llvm::json::Object Scalar =
+          scalarToJSON(joinScalars(scalarFromJSON(*A), scalarFromJSON(*B)));
       if (!Scalar.empty())
         Joined.try_emplace(Key, std::move(Scalar));
       continue;
@@ -456,21 +463,8 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
   V.PendingVia = path(O->getArray("pendingVia"));
   V.MayBeZeroDim = O->getBoolean("zeroDim").value_or(true);
   V.DeviceUnset = O->getBoolean("deviceUnset").value_or(false);
-  if (const llvm::json::Object *S = O->getObject("scalar")) {
-    if (std::optional<int64_t> K = S->getInteger("known"))
-      V.Scalar.Known = *K;
-    V.Scalar.IsDeviceCount = S->getBoolean("deviceCount").value_or(false);
-    auto Implied = [](const llvm::json::Object *I) {
-      Implication Out;
-      if (I) {
-        Out.Cuda = I->getBoolean("cuda").value_or(false);
-        Out.CountAtLeast = I->getInteger("count").value_or(0);
-      }
-      return Out;
-    };
-    V.Scalar.IfTrue = Implied(S->getObject("ifTrue"));
-    V.Scalar.IfFalse = Implied(S->getObject("ifFalse"));
-  }
+  if (const llvm::json::Object *S = O->getObject("scalar"))
+    V.Scalar = scalarFromJSON(*S);
   if (std::optional<llvm::StringRef> USR = O->getString("callable"))
     V.Callable = dyn_cast_or_null<FunctionDecl>(Program.declarationOf(*USR));
   return V;

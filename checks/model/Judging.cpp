@@ -106,6 +106,15 @@ obligedCallees(const Stmt &S, ProgramModel &P) {
   return Out;
 }
 
+
+/// \p To's facts, with the entry tags of \p From (a callee's operand).
+static void keepEntryTags(ValueFacts &To, const ValueFacts &From) {
+  To.Device.Entry = From.Device.Entry;
+  To.Pin.Entry = From.Pin.Entry;
+  To.Graph.Entry = From.Graph.Entry;
+  To.Mode.Entry = From.Mode.Entry;
+}
+
 void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
                          std::vector<Violation> *Found,
                          std::vector<Obligation> *Lifted) {
@@ -173,7 +182,18 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         SiteContext Composed = compose(O.Context, ContextHere());
         Composed.At = O.Context.At;
         Verdict V = O.Kind->judge(Match, Composed);
-        if (V == Verdict::Violated && Found) {
+        // A statement of another TU (At is null) is reported there when its
+        // TU decides it with the entry context this call joins into (the
+        // operands tagged as entry values, as that TU sees them); otherwise
+        // here, as within one TU.
+        bool ReportedElsewhere = false;
+        if (V == Verdict::Violated && !O.Context.At) {
+          RequirementMatch AsCallee = Match;
+          for (size_t I = 0; I < AsCallee.Operands.size(); ++I)
+            keepEntryTags(AsCallee.Operands[I].Facts, O.Site.Operands[I].Facts);
+          ReportedElsewhere = O.Kind->judge(AsCallee, Composed) == Verdict::Violated;
+        }
+        if (V == Verdict::Violated && Found && !ReportedElsewhere) {
           Violation Out;
           Out.Kind = O.Kind;
           Out.Analysis = &A;

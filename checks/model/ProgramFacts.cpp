@@ -350,7 +350,7 @@ static bool carriesTensor(QualType T, unsigned Depth) {
 }
 
 bool ProgramModel::mayTrain(const CallExpr &Call) {
-  if (callTrains(Call, TrainingCall::BackwardOrStep))
+  if (callTrains(Call, TrainingCall::BackwardOrStep) || isGradientCall(Call))
     return true;
   const FunctionDecl *FD = Call.getDirectCallee();
   bool Opaque = false;

@@ -408,9 +408,9 @@ std::optional<EntryContext> ExternalSummaries::entry(llvm::StringRef USR,
       const ValueDecl *D = Reader.entry(Item->get("entry"));
       if (!D)
         continue;
-      ValueFacts Facts = Reader.facts(Item->getObject("facts"));
-      Facts.Device.Entry = Facts.Pin.Entry = Facts.Graph.Entry =
-          Facts.Mode.Entry = D;
+      // A device this TU cannot name (a variable of the caller's TU) is
+      // still a device variable.
+      ValueFacts Facts = asEntryValue(Reader.facts(Item->getObject("facts")), *D);
       Location L = isa<FieldDecl>(D) ? Location::member(cast<FieldDecl>(D))
                    : cast<VarDecl>(D)->hasGlobalStorage() && !isa<ParmVarDecl>(D)
                        ? Location::global(D)

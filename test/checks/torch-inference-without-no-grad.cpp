@@ -259,3 +259,14 @@ void address_taken(Net &net) {
     net->forward(x);
 }
 void install() { escaping_address = &address_taken; }
+
+// A loop that differentiates through the forward (a gradient penalty,
+// Grad-CAM) needs the graph: torch::autograd::grad runs backward.
+void gradient_penalty_loop(Net &model) {
+  for (int i = 0; i < 10; ++i) {
+    auto x = torch::randn({2, 4}).requires_grad_(true);
+    auto y = model->forward(x).sum();
+    auto g = torch::autograd::grad({y}, {x});
+    g[0].sum();
+  }
+}
