@@ -386,6 +386,13 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
       }
     if (!mayChangeArgument(FD, I, Arg))
       continue;
+    // std::get<0>(t), v.at(i): a library call whose result names a part of
+    // its argument reads it; writes through the result are assignments.
+    if (FD && isLibraryFunction(*FD) && Call.Call)
+      if (Location Part = locationOf(Call.Call))
+        if (Location Whole = locationOf(stripConversions(Arg));
+            Whole && Part.hasPrefix(Whole))
+          continue;
     const Expr *Target = Arg->IgnoreParenImpCasts();
     if (const auto *UO = dyn_cast<UnaryOperator>(Target);
         UO && UO->getOpcode() == UO_AddrOf)

@@ -423,7 +423,16 @@ ValueFacts FlowModel::evaluateOptions(const Expr *E, const State &S) const {
       return F;
     }
     if (!isTensorOptionsType(Stripped->getType())) {
-      F.Device = evaluateDeviceSpec(Stripped, S);
+      // Options converted from one property: a device (a Device, a
+      // DeviceType, a string) names where; a dtype, layout or memory
+      // format names no device.
+      QualType T = Stripped->getType();
+      if (isDeviceType(T) || isDeviceTypeEnum(T) || isDeviceLiteral(Stripped))
+        F.Device = evaluateDeviceSpec(Stripped, S);
+      else if (T->isEnumeralType())
+        F.DeviceUnset = true;
+      else
+        F.Device = evaluateDeviceSpec(Stripped, S);
       F.Pin = {Pinning::Pageable, Stripped->getExprLoc()};
     } else if (isa<CXXConstructExpr>(Stripped) &&
                !cast<CXXConstructExpr>(Stripped)

@@ -349,6 +349,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"obligations", std::move(Obligations)},
       {"backward", place(S.Backward)},
       {"step", place(S.Step)},
+      {"trainsPerCall", S.TrainsPerCall},
       {"maySynchronize", S.MaySynchronize},
       {"mayRunOpaqueBackward", S.MayRunOpaqueBackward}};
 }
@@ -610,6 +611,7 @@ FactReader::summary(const llvm::json::Object &O) const {
           S.Obligations.push_back(std::move(*X));
   S.Backward = place(O.get("backward"));
   S.Step = place(O.get("step"));
+  S.TrainsPerCall = O.getBoolean("trainsPerCall").value_or(false);
   // A backward or a step the reading TU cannot locate still runs.
   const llvm::json::Value *Backward = O.get("backward");
   const llvm::json::Value *Step = O.get("step");

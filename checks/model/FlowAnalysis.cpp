@@ -458,7 +458,7 @@ void FlowAnalysis::computeLoops() const {
           continue;
         forEachCall(CS->getStmt(), [&](const CallExpr &Call) {
           if (!Nested && !L.TrainingCall &&
-              Program.callTrains(Call, TrainingCall::BackwardOrStep))
+              Program.callTrains(Call, TrainingCall::PerStep))
             L.TrainingCall = &Call;
           MayTrain |= Program.mayTrain(Call);
         });

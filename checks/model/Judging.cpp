@@ -348,6 +348,9 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
       S.Backward = Call->getExprLoc();
     if (S.Step.isInvalid() && callTrains(*Call, TrainingCall::Step))
       S.Step = Call->getExprLoc();
+    if (!S.TrainsPerCall && callTrains(*Call, TrainingCall::PerStep) &&
+        A.loopContext(*Call).Loop.isInvalid())
+      S.TrainsPerCall = true;
     S.MayRunOpaqueBackward |= mayTrain(*Call);
     if (isSynchronizeCall(*Call, options()))
       S.MaySynchronize = true;

@@ -72,6 +72,14 @@ Location FlowModel::locationOf(const Expr *E) const {
       E = MTE->getSubExpr();
       continue;
     }
+    // std::move(x), std::forward<T>(x) name x.
+    if (const auto *Call = dyn_cast<CallExpr>(E); Call && Call->getNumArgs() == 1)
+      if (const FunctionDecl *FD = Call->getDirectCallee();
+          FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+          (FD->getName() == "move" || FD->getName() == "forward")) {
+        E = Call->getArg(0);
+        continue;
+      }
     break;
   }
   if (!E)

@@ -310,6 +310,8 @@ bool ProgramModel::callTrains(const CallExpr &Call, TrainingCall What) {
       (Step && isOptimizerStepCall(Call, options())))
     return true;
   const FunctionSummary *S = summaryForCall(Call);
+  if (What == TrainingCall::PerStep)
+    return S && S->TrainsPerCall;
   return S && ((Backward && S->Backward.isValid()) ||
                (Step && S->Step.isValid()));
 }

@@ -65,7 +65,11 @@ struct ModuleClassFacts {
   Tri ModeLayers = Tri::Unknown;
 };
 
-enum class TrainingCall { Backward, Step, BackwardOrStep };
+/// What a call is asked to run. PerStep: a backward pass or a step on
+/// every run of the call, outside any loop of a callee (a callee with its own
+/// training loop is a whole training run: its caller's loop is not a
+/// training loop through it).
+enum class TrainingCall { Backward, Step, BackwardOrStep, PerStep };
 
 /// What the callers of a function establish at its entry.
 struct EntryContext {

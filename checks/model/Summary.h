@@ -51,6 +51,9 @@ struct FunctionSummary {
   /// gradient reset on some path; the first such call, for notes.
   SourceLocation Backward;
   SourceLocation Step;
+  /// A backward pass or a step runs outside every loop of the body (a
+  /// per-step helper): the caller's loop around a call is a training loop.
+  bool TrainsPerCall = false;
   /// Some path synchronises the device with the host.
   bool MaySynchronize = false;
   /// Some path may run a backward pass or a step that the analysis cannot

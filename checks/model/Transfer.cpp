@@ -319,6 +319,14 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
   // `Losses{total}`: the braced list.
   if (const auto *Cast = dyn_cast_or_null<CXXFunctionalCastExpr>(Stripped))
     Stripped = Cast->getSubExpr()->IgnoreImplicit();
+  // `auto h2 = h;`, `return h;`: a copy or a move of a container or a
+  // struct has the parts of its source. (A module handle shares its module,
+  // and the values below are read whole.)
+  if (const auto *Copy = dyn_cast_or_null<CXXConstructExpr>(Stripped);
+      Copy && Copy->getConstructor()->isCopyOrMoveConstructor() &&
+      Copy->getNumArgs() >= 1 && !isModuleHandleType(Type) &&
+      !isTensorType(Type) && !isDeviceType(Type) && !isTensorOptionsType(Type))
+    Stripped = Copy->getArg(0)->IgnoreImplicit();
 
   // A container: its elements, from an initialiser list or a copy.
   if (containerRecord(Type)) {

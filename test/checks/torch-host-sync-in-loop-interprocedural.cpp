@@ -104,3 +104,27 @@ double evaluate_on_cpu(Net &model, torch::optim::SGD &opt) {
   }
   return total;
 }
+
+// A function with its own training loop is a whole training run: the sweep
+// that calls it is no training loop, and the score read after the inner
+// loop runs once per trial.
+double run_trial(double lr, torch::Device device) {
+  Net net;
+  net->to(device);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(lr));
+  for (int step = 0; step < 100; ++step) {
+    auto x = torch::ones({8, 4}, device);
+    auto loss = torch::mse_loss(net->forward(x), x);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  torch::NoGradGuard no_grad;
+  auto x = torch::ones({8, 4}, device);
+  return torch::mse_loss(net->forward(x), x).item<double>();
+}
+
+void hyperparameter_sweep(torch::Device device) {
+  for (double lr : {0.1, 0.01, 0.001})
+    std::cout << run_trial(lr, device) << '\n';
+}
