@@ -21,7 +21,7 @@ public:
   bool match(const Stmt &S, const FlowModel &M, const State &St,
              RequirementMatch &Out) const override {
     llvm::SmallVector<const Expr *, 2> Reads;
-    FlowModel::hostReadOperands(S, Reads);
+    M.hostReadOperands(S, Reads);
     for (const Expr *Read : Reads) {
       ValueFacts F = M.evaluate(Read, St);
       if (F.PendingCopy.isInvalid())

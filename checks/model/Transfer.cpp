@@ -18,6 +18,7 @@
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/AST/StmtCXX.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace clang::tidy::torch {
 
@@ -697,15 +698,42 @@ void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
 
 const Expr *hostReadOperandOf(const Stmt &S);
 
+/// Tensor methods that read no element: metadata, and copies that stay
+/// ordered on the stream.
+static bool readsNoData(llvm::StringRef Method) {
+  return llvm::StringSwitch<bool>(Method)
+      .Cases("size", "sizes", "dim", "numel", "dtype", "scalar_type", true)
+      .Cases("device", "options", "is_cuda", "is_pinned", "defined", true)
+      .Cases("to", "cuda", "cpu", "copy_", "pin_memory", "is_contiguous", true)
+      .Cases("stride", "strides", "ndimension", "requires_grad", true)
+      .Default(false);
+}
+
 void FlowModel::hostReadOperands(const Stmt &S,
-                                 llvm::SmallVectorImpl<const Expr *> &Out) {
+                                 llvm::SmallVectorImpl<const Expr *> &Out) const {
   if (const Expr *Operand = hostReadOperandOf(S)) {
     Out.push_back(Operand);
     return;
   }
   const auto *Call = dyn_cast<CallExpr>(&S);
-  if (!Call || !tensorMethodName(*Call).empty())
+  if (!Call)
     return;
+  // A computation on the host reads its operands' data: `h.sum()`,
+  // `h + 1`, `torch::argmax(h)`. Metadata and copies onward do not.
+  if (llvm::StringRef Method = tensorMethodName(*Call); !Method.empty()) {
+    if (!readsNoData(Method))
+      if (const Expr *Object = memberCallObject(*Call))
+        Out.push_back(stripConversions(Object));
+    return;
+  }
+  if (const FunctionDecl *FD = Call->getDirectCallee();
+      FD && isTensorType(Call->getType()) && isLibraryFunction(*FD) &&
+      (isTorchFunction(*FD) || isa<CXXOperatorCallExpr>(Call))) {
+    for (const Expr *Arg : Call->arguments())
+      if (isTensorType(Arg->getType()))
+        Out.push_back(stripConversions(Arg));
+    return;
+  }
   ModuleCall MC;
   if (matchModuleCall(*Call, MC))
     return;
@@ -720,6 +748,10 @@ void FlowModel::hostReadOperands(const Stmt &S,
   if (const FunctionDecl *FD = Call->getDirectCallee())
     if (isLibraryFunction(*FD))
       return;
+  // A function whose body the model knows reads its arguments where the
+  // body does, with this call's facts at its entry (a sync first is fine).
+  if (Program.summaryForCall(*Call))
+    return;
   for (unsigned I = First; I < Call->getNumArgs(); ++I) {
     const Expr *Arg = stripConversions(Call->getArg(I));
     if (isTensorType(Arg->getType()) && isa<DeclRefExpr, MemberExpr>(Arg))

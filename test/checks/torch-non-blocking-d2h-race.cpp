@@ -98,12 +98,25 @@ void in_a_lambda() {
   f();
 }
 
+// The lambda's body reads it: reported there, where the call's facts reach.
 void passed_to_a_lambda() {
   auto use = [](const torch::Tensor &t) { return t.sum(); };
+  // CHECK-MESSAGES: :[[@LINE-1]]:50: warning: 't' is read on the host before the non-blocking device-to-host copy
   auto d = torch::randn({8}, torch::kCUDA);
   auto h = d.to(torch::kCPU, true);
   use(h);
-  // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: 'h' is read on the host before the non-blocking device-to-host copy
+}
+
+// A helper that synchronises before it reads is correct.
+float read_after_sync_in_helper(const torch::Tensor &t) {
+  torch::cuda::synchronize();
+  return t.sum().item<float>();
+}
+
+float synchronising_helper() {
+  auto d = torch::randn({8}, torch::kCUDA);
+  auto h = d.to(torch::kCPU, true);
+  return read_after_sync_in_helper(h);
 }
 
 float read_before_event_sync() {
