@@ -420,6 +420,14 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
     // Members the constructor leaves alone are default-constructed.
     St.forgetTree(Object);
     applySummary(Call, *Summary, Location(), St);
+    // A module handle handed to a constructor may be kept: the object then
+    // shares the module, and whatever it does to it later (moves it,
+    // switches its mode) the caller's handle cannot follow. It becomes
+    // unknown.
+    for (const Expr *Arg : Call.Arguments)
+      if (Arg && isModuleHandleType(Arg->getType().getNonReferenceType()))
+        if (Location Handle = locationOf(stripConversions(Arg)))
+          St.forgetTree(Handle);
     return;
   }
   St.forgetTree(Object);

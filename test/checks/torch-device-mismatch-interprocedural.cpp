@@ -292,3 +292,22 @@ public:
 private:
   torch::Tensor x_;
 };
+
+// A trainer keeps the handle it is given and moves the module later: the
+// caller's handle shares the module, so its device is no longer known.
+class KeepingTrainer {
+public:
+  KeepingTrainer(Net net, torch::Device device) : net_(net), device_(device) {}
+  void fit() { net_->to(device_); }
+
+private:
+  Net net_;
+  torch::Device device_;
+};
+
+void handle_kept_by_a_trainer(torch::Device device) {
+  Net net;
+  KeepingTrainer trainer(net, device);
+  trainer.fit();
+  net->forward(torch::randn({2, 4}).to(device));
+}
