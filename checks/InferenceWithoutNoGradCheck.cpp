@@ -65,6 +65,13 @@ void InferenceWithoutNoGradCheck::storeOptions(
 
 void InferenceWithoutNoGradCheck::report(const Violation &V,
                                          ProgramModel &Program) {
+  // A module method's own forwards run when its caller's forward does: that
+  // call is the report.
+  ModuleCall Outer;
+  if (V.FromCallee)
+    if (const auto *Call = dyn_cast<CallExpr>(V.Site);
+        Call && matchModuleCall(*Call, Outer))
+      return;
   const Stmt *Forward = V.Context.At ? V.Context.At : V.Site;
   // The output meets a backward, or leaves where the analysis can follow.
   if (Program.graphsBackpropagated().contains(Forward))

@@ -108,6 +108,11 @@ ScalarFacts joinScalars(const ScalarFacts &A, const ScalarFacts &B) {
 
 ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D) {
   F.Pin.Entry = F.Graph.Entry = F.Mode.Entry = &D;
+  // Passing a tensor whose copy is pending is the read the caller reports.
+  if (isa<ParmVarDecl>(D)) {
+    F.PendingCopy = SourceLocation();
+    F.PendingVia = nullptr;
+  }
   if (isDeviceType(D.getType().getNonReferenceType())) {
     if (!F.Device.Value.isKnown())
       F.Device = {DeviceValue::symbolic(&D), D.getLocation()};

@@ -161,7 +161,8 @@ struct ValueFacts {
 
 /// \p F, what the callers pass for \p D, tagged as D's entry value, the way
 /// the summary analysis starts (parametricEntry): a device variable is the
-/// symbolic device it names unless the callers agree on one.
+/// symbolic device it names unless the callers agree on one. A parameter
+/// arrives with no pending copy: the call that passes one reads it.
 ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D);
 
 /// Merges the facts of two paths: what both prove survives; a graph source

@@ -106,8 +106,8 @@ public:
   /// Every operand \p S reads on the host: `.item()`, `.data_ptr()`,
   /// `accessor<>()`, streaming and comparisons, and tensors passed to a
   /// function outside LibTorch and the standard library.
-  void hostReadOperands(const Stmt &S,
-                        llvm::SmallVectorImpl<const Expr *> &Out) const;
+  static void hostReadOperands(const Stmt &S,
+                               llvm::SmallVectorImpl<const Expr *> &Out);
 
   /// The function analysed; null for a global's initialiser.
   const FunctionDecl *function() const { return Function; }

@@ -698,6 +698,21 @@ void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
 
 const Expr *hostReadOperandOf(const Stmt &S);
 
+/// `h + 1`, `h * w`, `-h`, `h += 1`: not `h = ...`, `h[i]` (a view).
+static bool computesOnOperands(const CXXOperatorCallExpr &Op) {
+  switch (Op.getOperator()) {
+  case OO_Equal:
+  case OO_Subscript:
+  case OO_Call:
+  case OO_Arrow:
+    return false;
+  case OO_Star: // `*it` dereferences; `h * w` computes.
+    return Op.getNumArgs() == 2;
+  default:
+    return true;
+  }
+}
+
 /// Tensor methods that read no element: metadata, and copies that stay
 /// ordered on the stream.
 static bool readsNoData(llvm::StringRef Method) {
@@ -710,7 +725,7 @@ static bool readsNoData(llvm::StringRef Method) {
 }
 
 void FlowModel::hostReadOperands(const Stmt &S,
-                                 llvm::SmallVectorImpl<const Expr *> &Out) const {
+                                 llvm::SmallVectorImpl<const Expr *> &Out) {
   if (const Expr *Operand = hostReadOperandOf(S)) {
     Out.push_back(Operand);
     return;
@@ -728,7 +743,9 @@ void FlowModel::hostReadOperands(const Stmt &S,
   }
   if (const FunctionDecl *FD = Call->getDirectCallee();
       FD && isTensorType(Call->getType()) && isLibraryFunction(*FD) &&
-      (isTorchFunction(*FD) || isa<CXXOperatorCallExpr>(Call))) {
+      (isa<CXXOperatorCallExpr>(Call) ? computesOnOperands(
+                                            cast<CXXOperatorCallExpr>(*Call))
+                                      : isTorchFunction(*FD))) {
     for (const Expr *Arg : Call->arguments())
       if (isTensorType(Arg->getType()))
         Out.push_back(stripConversions(Arg));
@@ -748,10 +765,6 @@ void FlowModel::hostReadOperands(const Stmt &S,
   if (const FunctionDecl *FD = Call->getDirectCallee())
     if (isLibraryFunction(*FD))
       return;
-  // A function whose body the model knows reads its arguments where the
-  // body does, with this call's facts at its entry (a sync first is fine).
-  if (Program.summaryForCall(*Call))
-    return;
   for (unsigned I = First; I < Call->getNumArgs(); ++I) {
     const Expr *Arg = stripConversions(Call->getArg(I));
     if (isTensorType(Arg->getType()) && isa<DeclRefExpr, MemberExpr>(Arg))

@@ -98,25 +98,23 @@ void in_a_lambda() {
   f();
 }
 
-// The lambda's body reads it: reported there, where the call's facts reach.
+// Passing it is the read, reported once: at the call, not again in the body.
 void passed_to_a_lambda() {
   auto use = [](const torch::Tensor &t) { return t.sum(); };
-  // CHECK-MESSAGES: :[[@LINE-1]]:50: warning: 't' is read on the host before the non-blocking device-to-host copy
   auto d = torch::randn({8}, torch::kCUDA);
   auto h = d.to(torch::kCPU, true);
   use(h);
+  // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: 'h' is read on the host before the non-blocking device-to-host copy
 }
 
-// A helper that synchronises before it reads is correct.
-float read_after_sync_in_helper(const torch::Tensor &t) {
-  torch::cuda::synchronize();
-  return t.sum().item<float>();
-}
-
-float synchronising_helper() {
+// A computation on the host reads its operands.
+float summed_on_the_host() {
   auto d = torch::randn({8}, torch::kCUDA);
   auto h = d.to(torch::kCPU, true);
-  return read_after_sync_in_helper(h);
+  auto total = h.sum() + 1;
+  // CHECK-MESSAGES: :[[@LINE-1]]:16: warning: 'h' is read on the host before the non-blocking device-to-host copy
+  torch::cuda::synchronize();
+  return total.item<float>();
 }
 
 float read_before_event_sync() {
