@@ -4,7 +4,7 @@
 #include "model/OomRetry.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "api/TorchMatchers.h"
-#include "model/UserCodeParents.h"
+#include "support/UserCodeParents.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 
 using namespace clang::ast_matchers;

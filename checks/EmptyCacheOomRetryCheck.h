@@ -4,7 +4,7 @@
 #define TORCH_TIDY_EMPTYCACHEOOMRETRYCHECK_H
 
 #include "clang-tidy/ClangTidyCheck.h"
-#include "model/UserCodeTraversal.h"
+#include "support/UserCodeTraversal.h"
 
 namespace clang::tidy::torch {
 

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_UTILS_KEEPGOING_H
-#define TORCH_TIDY_UTILS_KEEPGOING_H
+#ifndef TORCH_TIDY_KEEPGOING_H
+#define TORCH_TIDY_KEEPGOING_H
 
 #include "clang-tidy/ClangTidyModule.h"
 
@@ -24,4 +24,4 @@ void keepGoingPastFatalErrors(ClangTidyCheckFactories &Factories,
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_UTILS_KEEPGOING_H
+#endif // TORCH_TIDY_KEEPGOING_H

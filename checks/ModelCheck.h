@@ -15,7 +15,7 @@
 
 #include "model/FlowAnalysis.h"
 #include "model/ProgramModel.h"
-#include "model/UserCodeTraversal.h"
+#include "support/UserCodeTraversal.h"
 #include "clang-tidy/ClangTidyCheck.h"
 #include "llvm/ADT/DenseSet.h"
 #include <memory>

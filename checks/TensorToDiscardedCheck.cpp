@@ -3,7 +3,7 @@
 #include "TensorToDiscardedCheck.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "api/TorchMatchers.h"
-#include "model/UserCodeParents.h"
+#include "support/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_ANALYSIS_TORCHAPI_H
-#define TORCH_TIDY_ANALYSIS_TORCHAPI_H
+#ifndef TORCH_TIDY_API_TORCHAPI_H
+#define TORCH_TIDY_API_TORCHAPI_H
 
 #include "clang/AST/Expr.h"
 #include "clang/AST/ExprCXX.h"
@@ -144,4 +144,4 @@ const Expr *stripConversions(const Expr *E);
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_ANALYSIS_TORCHAPI_H
+#endif // TORCH_TIDY_API_TORCHAPI_H

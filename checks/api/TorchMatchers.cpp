@@ -1,7 +1,7 @@
 //===--- TorchMatchers.cpp - torch-tidy -----------------------------------===//
 
 #include "api/TorchMatchers.h"
-#include "model/UserCodeParents.h"
+#include "support/UserCodeParents.h"
 #include "api/TorchApi.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "clang/AST/DeclCXX.h"

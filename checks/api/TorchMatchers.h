@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_UTILS_TORCHMATCHERS_H
-#define TORCH_TIDY_UTILS_TORCHMATCHERS_H
+#ifndef TORCH_TIDY_API_TORCHMATCHERS_H
+#define TORCH_TIDY_API_TORCHMATCHERS_H
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Expr.h"
@@ -81,4 +81,4 @@ bool isRunAsStatement(const Stmt &Parent, const Stmt &Child, ASTContext &Ctx);
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_UTILS_TORCHMATCHERS_H
+#endif // TORCH_TIDY_API_TORCHMATCHERS_H

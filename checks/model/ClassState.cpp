@@ -5,8 +5,8 @@
 #include "FlowAnalysis.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
-#include "model/UserCodeParents.h"
-#include "model/UserCodeTraversal.h"
+#include "support/UserCodeParents.h"
+#include "support/UserCodeTraversal.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
 namespace clang::tidy::torch {

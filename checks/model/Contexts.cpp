@@ -14,7 +14,7 @@
 #include "FlowAnalysis.h"
 #include "ProgramModel.h"
 #include "api/TorchMatchers.h"
-#include "model/UserCodeParents.h"
+#include "support/UserCodeParents.h"
 
 namespace clang::tidy::torch {
 

@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_ANALYSIS_DEVICELATTICE_H
-#define TORCH_TIDY_ANALYSIS_DEVICELATTICE_H
+#ifndef TORCH_TIDY_MODEL_DEVICELATTICE_H
+#define TORCH_TIDY_MODEL_DEVICELATTICE_H
 
 #include "clang/AST/Decl.h"
 #include <string>
@@ -88,4 +88,4 @@ DeviceConflict compareDevices(const DeviceValue &A, const DeviceValue &B);
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_ANALYSIS_DEVICELATTICE_H
+#endif // TORCH_TIDY_MODEL_DEVICELATTICE_H

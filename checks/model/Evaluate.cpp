@@ -10,7 +10,7 @@
 #include "api/Devices.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
-#include "model/UserCodeParents.h"
+#include "support/UserCodeParents.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"
@@ -648,12 +648,18 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
 ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
                                          const State &S) const {
   ValueFacts F;
-  // A forward that runs returns on its input's device, which is the
-  // module's.
+  // A forward whose body the model knows returns what its summary proves:
+  // it may move its input (`x.to(device_)`). Otherwise a forward that runs
+  // returns on its input's device, which is the module's.
   ValueFacts Module = evaluate(MC.Module, S);
-  F.Device = Module.Device;
-  if (Module.HasParameters == Tri::No || !F.Device.Value.isKnown()) {
-    if (!MC.Inputs.empty()) {
+  const auto *Call = dyn_cast<CallExpr>(&E);
+  if (const FunctionSummary *Summary =
+          Call ? Program.summaryForCall(*Call) : nullptr)
+    F.Device = instantiate(Summary->returned(), resolve(*Call), S).Device;
+  if (!F.Device.Value.isKnown()) {
+    F.Device = Module.Device;
+    if ((Module.HasParameters == Tri::No || !F.Device.Value.isKnown()) &&
+        !MC.Inputs.empty()) {
       Sourced<DeviceValue> Input = evaluate(MC.Inputs[0], S).Device;
       if (Input.Value.isKnown() || !F.Device.Entry)
         F.Device = Input;

@@ -2,7 +2,7 @@
 
 #include "FlowAnalysis.h"
 #include "ProgramModel.h"
-#include "model/UserCodeParents.h"
+#include "support/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"
 #include "llvm/ADT/StringSet.h"
@@ -56,8 +56,19 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
        << ":" << SM.getPresumedColumnNumber(S.getBeginLoc()) << "  cuda="
        << int(St.path().Cuda) << " grad=" << int(St.path().Grad) << "\n";
     St.forEach([&](const Location &L, const ValueFacts &V) {
-      OS << "    " << (L.Root ? L.Root->getNameAsString() : "<this/ret>")
-         << "/" << int(L.Kind) << "/" << int(L.Depth) << ": dev="
+      OS << "    "
+         << (L.Root ? L.Root->getNameAsString()
+                    : L.Kind == Location::This ? "this" : "<ret>");
+      for (unsigned I = 0; I < L.Depth; ++I) {
+        Selector Step = Selector::fromRaw(L.Path[I]);
+        if (const FieldDecl *F = Step.asField())
+          OS << "." << F->getName();
+        else if (Step.isElement())
+          OS << "[]";
+        else
+          OS << "<" << Step.tupleIndex() << ">";
+      }
+      OS << ": dev="
          << V.Device.Value.describe() << (V.Device.Entry ? "(entry)" : "")
          << " pin=" << int(V.Pin.Value) << " graph=" << int(V.Graph.Value)
          << (V.Empty ? " empty" : "") << (V.PendingCopy.isValid() ? " pending" : "")

@@ -2,7 +2,7 @@
 
 #include "OomRetry.h"
 #include "api/TorchMatchers.h"
-#include "model/UserCodeParents.h"
+#include "support/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"

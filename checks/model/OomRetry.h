@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_ANALYSIS_OOMRETRY_H
-#define TORCH_TIDY_ANALYSIS_OOMRETRY_H
+#ifndef TORCH_TIDY_MODEL_OOMRETRY_H
+#define TORCH_TIDY_MODEL_OOMRETRY_H
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/StmtCXX.h"
@@ -38,4 +38,4 @@ std::optional<OomRetry> findSameSizeRetry(const CXXCatchStmt &Catch,
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_ANALYSIS_OOMRETRY_H
+#endif // TORCH_TIDY_MODEL_OOMRETRY_H

@@ -11,8 +11,8 @@
 #include "ProgramModel.h"
 #include "api/TorchMatchers.h"
 #include "api/Training.h"
-#include "model/UserCodeParents.h"
-#include "model/UserCodeTraversal.h"
+#include "support/UserCodeParents.h"
+#include "support/UserCodeTraversal.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 
 namespace clang::tidy::torch {
@@ -443,12 +443,24 @@ const llvm::DenseSet<const Stmt *> &ProgramModel::graphsBackpropagated() {
 const llvm::DenseSet<const Stmt *> &
 ProgramModel::graphsReturnedBy(const FunctionDecl &F) {
   auto [It, New] = Returned.try_emplace(&F);
-  if (New)
-    if (const FunctionSummary *S = summary(F))
-      for (const SummaryEffect &R : S->Returns)
-        It->second.insert(R.Exit.GraphSources.begin(),
-                          R.Exit.GraphSources.end());
-  return It->second;
+  if (!New)
+    return It->second;
+  llvm::DenseSet<const Stmt *> &Out = It->second;
+  if (const FunctionSummary *S = summary(F))
+    for (const SummaryEffect &R : S->Returns)
+      Out.insert(R.Exit.GraphSources.begin(), R.Exit.GraphSources.end());
+  // The summary starts from "whatever each entry value is"; with its
+  // callers' facts (a parameter on a graph) the returned value holds the
+  // graphs the reporting analysis sees.
+  if (const FlowAnalysis *A = analysis(F))
+    A->replay([&](const Stmt &St, const State &Before) {
+      if (const auto *Ret = dyn_cast<ReturnStmt>(&St))
+        if (const Expr *V = Ret->getRetValue()) {
+          ValueFacts Value = A->model().evaluate(V, Before);
+          Out.insert(Value.GraphSources.begin(), Value.GraphSources.end());
+        }
+    });
+  return Out;
 }
 
 const llvm::DenseSet<const Stmt *> &

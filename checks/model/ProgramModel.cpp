@@ -9,8 +9,8 @@
 #include "ProgramModel.h"
 #include "FlowAnalysis.h"
 #include "api/TorchMatchers.h"
-#include "model/UserCodeParents.h"
-#include "model/UserCodeTraversal.h"
+#include "support/UserCodeParents.h"
+#include "support/UserCodeTraversal.h"
 #include "clang/AST/RecursiveASTVisitor.h"
 #include "llvm/ADT/SCCIterator.h"
 #include <map>

@@ -311,3 +311,36 @@ void handle_kept_by_a_trainer(torch::Device device) {
   trainer.fit();
   net->forward(torch::randn({2, 4}).to(device));
 }
+
+// A forward that moves its input returns where it moved it, not on the
+// module's or the input's device: the sharded model's output is on
+// 'placement.dense', as the labels are.
+struct Placement {
+  torch::Device embedding;
+  torch::Device dense;
+};
+struct ShardedImpl : torch::nn::Module {
+  explicit ShardedImpl(Placement placement)
+      : placement_(placement),
+        table(register_module("table", torch::nn::Linear(4, 4))),
+        head(register_module("head", torch::nn::Linear(4, 1))) {
+    table->to(placement_.embedding);
+    head->to(placement_.dense);
+  }
+  torch::Tensor forward(torch::Tensor ids) {
+    auto emb = table(ids.to(placement_.embedding));
+    return head(emb.to(placement_.dense));
+  }
+  Placement placement_;
+  torch::nn::Linear table{nullptr}, head{nullptr};
+};
+TORCH_MODULE(Sharded);
+
+void forward_that_moves_its_input() {
+  Placement placement{torch::Device(torch::kCUDA, 1), torch::Device(torch::kCUDA, 0)};
+  Sharded model(placement);
+  auto ids = torch::randn({8, 4});
+  auto labels = torch::rand({8, 1}, placement.dense);
+  auto loss = torch::mse_loss(model->forward(ids), labels);
+  loss.backward();
+}

@@ -200,3 +200,28 @@ struct Evaluator {
     log_value(total);
   }
 };
+
+// A loss function that sums per-class terms and returns the sum, called in
+// a training loop: its caller's backward() consumes the sum every step.
+torch::Tensor per_class_loss(const torch::Tensor &logits, const torch::Tensor &mask,
+                             int64_t classes) {
+  auto probs = logits.sigmoid();
+  auto total = torch::zeros({}, logits.options());
+  for (int64_t c = 0; c < classes; ++c) {
+    auto p = probs * c;
+    auto term = (p * mask).sum() / (p.sum() + mask.sum());
+    total += term;
+  }
+  return total / classes;
+}
+
+void train_with_a_summed_loss(torch::nn::Linear &model, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    auto x = torch::randn({2, 4});
+    auto logits = model->forward(x);
+    auto loss = torch::mse_loss(logits, x) + per_class_loss(logits, x, 3);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+}

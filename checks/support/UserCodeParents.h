@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_UTILS_USERCODEPARENTS_H
-#define TORCH_TIDY_UTILS_USERCODEPARENTS_H
+#ifndef TORCH_TIDY_SUPPORT_USERCODEPARENTS_H
+#define TORCH_TIDY_SUPPORT_USERCODEPARENTS_H
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ASTTypeTraits.h"
@@ -95,4 +95,4 @@ AST_MATCHER(Decl, isUserTemplateInstantiation) {
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_UTILS_USERCODEPARENTS_H
+#endif // TORCH_TIDY_SUPPORT_USERCODEPARENTS_H

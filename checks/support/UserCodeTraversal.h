@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TORCH_TIDY_UTILS_USERCODETRAVERSAL_H
-#define TORCH_TIDY_UTILS_USERCODETRAVERSAL_H
+#ifndef TORCH_TIDY_SUPPORT_USERCODETRAVERSAL_H
+#define TORCH_TIDY_SUPPORT_USERCODETRAVERSAL_H
 
 #include "clang-tidy/ClangTidyCheck.h"
 
@@ -36,4 +36,4 @@ private:
 
 } // namespace clang::tidy::torch
 
-#endif // TORCH_TIDY_UTILS_USERCODETRAVERSAL_H
+#endif // TORCH_TIDY_SUPPORT_USERCODETRAVERSAL_H
