@@ -324,10 +324,21 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     }
     St.set(Here, After);
   }
-  if (Result)
+  if (Result) {
+    // The parts of a forward's output (a tuple of heads) keep the graph the
+    // forward call recorded, as its whole value does (evaluateModuleCall).
+    ModuleCall Forward;
+    const auto *CE = dyn_cast_or_null<CallExpr>(Call.Call);
+    bool IsForward = CE && matchModuleCall(*CE, Forward);
     for (const SummaryEffect &R : Summary.Returns)
-      if (Location Here = R.Where.replacePrefix(Location::returned(), Result))
-        St.set(Here, instantiate(R.Exit, Call, Before));
+      if (Location Here = R.Where.replacePrefix(Location::returned(), Result)) {
+        ValueFacts Part = instantiate(R.Exit, Call, Before);
+        if (IsForward && Part.Graph.Value == GraphState::InGraph &&
+            !llvm::is_contained(Part.GraphSources, Call.Call))
+          Part.GraphSources.push_back(Call.Call);
+        St.set(Here, std::move(Part));
+      }
+  }
   if (Summary.ExitGrad != GradMode::Entry)
     St.path().Grad = Summary.ExitGrad;
 }

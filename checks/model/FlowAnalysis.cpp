@@ -471,7 +471,9 @@ void FlowAnalysis::computeLoops() const {
           if (!Nested && !L.TrainingCall &&
               Program.callTrains(Call, TrainingCall::PerStep))
             L.TrainingCall = &Call;
-          MayTrain |= Program.mayTrain(Call);
+          bool Trains = Program.mayTrain(Call);
+          MayTrain |= Trains;
+          L.OwnBlocksMayTrain |= Trains && !Nested;
         });
       }
     }
@@ -496,7 +498,11 @@ LoopContext FlowAnalysis::loopContext(const Stmt &S) const {
   if (!Around.empty()) {
     C.Loop = Around.front()->Statement ? Around.front()->Statement->getBeginLoc()
                                        : SourceLocation();
-    C.LoopWithoutBackward = Around.front()->WithoutBackward;
+    // An inner loop of a training step (decoding steps, micro-batches)
+    // feeds the backward() its enclosing loop runs after it.
+    C.LoopWithoutBackward =
+        Around.front()->WithoutBackward &&
+        llvm::none_of(Around, [](const Loop *L) { return L->OwnBlocksMayTrain; });
   }
   // The training loop that repeats it on every iteration: the statement
   // runs on every iteration of the innermost loop, whose header runs on

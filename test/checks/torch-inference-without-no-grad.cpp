@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 #include <functional>
+#include <tuple>
 #include <vector>
 
 struct NetImpl : torch::nn::Module {
@@ -269,4 +270,71 @@ void gradient_penalty_loop(Net &model) {
     auto g = torch::autograd::grad({y}, {x});
     g[0].sum();
   }
+}
+
+// Decoding steps inside a training step: the step's backward() consumes
+// every step's output, though the inner loop calls none itself.
+struct DecoderImpl : torch::nn::Module {
+  DecoderImpl() { fc = register_module("fc", torch::nn::Linear(4, 4)); }
+  std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor x, torch::Tensor h) {
+    auto y = fc(x + h);
+    return {y, y};
+  }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Decoder);
+
+void unrolled_decoder_steps(Decoder &dec, torch::optim::Optimizer &opt) {
+  for (int step = 0; step < 10; ++step) {
+    auto hidden = torch::randn({2, 4});
+    auto loss = torch::zeros({});
+    for (int t = 0; t < 5; ++t) {
+      auto [logits, next] = dec->forward(torch::randn({2, 4}), hidden);
+      hidden = next;
+      loss = loss + logits.sum();
+    }
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+}
+
+// A validation loop beside the training loop, in the same epoch loop: the
+// epoch trains, but not in the validation loop.
+void validation_beside_training(Net &net, torch::optim::Optimizer &opt) {
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (int i = 0; i < 10; ++i) {
+      auto loss = net->forward(torch::randn({2, 4})).sum();
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+    double val = 0;
+    for (int i = 0; i < 4; ++i)
+      val += net->forward(torch::randn({2, 4})).sum().item<double>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: module forward in a loop that never calls backward() {{.*}}[torch-inference-without-no-grad]
+  }
+}
+
+// The parts of a tuple forward's output carry its graph: handed back to the
+// caller, they are the caller's to train on; only read, they are the bug.
+std::vector<torch::Tensor> decode_levels(Decoder &dec, const std::vector<torch::Tensor> &levels,
+                                         std::vector<torch::Tensor> &scores_out) {
+  std::vector<torch::Tensor> boxes;
+  for (size_t l = 0; l < levels.size(); ++l) {
+    auto [deltas, scores] = dec->forward(levels[l], levels[l]);
+    scores_out.push_back(scores);
+    boxes.push_back(deltas + 1);
+  }
+  return boxes;
+}
+
+double score_levels(Decoder &dec, const std::vector<torch::Tensor> &levels) {
+  double total = 0;
+  for (size_t l = 0; l < levels.size(); ++l) {
+    auto [deltas, scores] = dec->forward(levels[l], levels[l]);
+    // CHECK-MESSAGES: :[[@LINE-1]]:29: warning: module forward in a loop that never calls backward() {{.*}}[torch-inference-without-no-grad]
+    total += scores.sum().item<double>();
+  }
+  return total;
 }
