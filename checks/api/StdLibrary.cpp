@@ -91,4 +91,12 @@ bool isStdFunction(QualType T) {
                     "function");
 }
 
+bool isSmartPointerCast(const FunctionDecl &FD) {
+  if (!FD.getIdentifier() || !FD.isInStdNamespace() || FD.getNumParams() != 1)
+    return false;
+  llvm::StringRef N = FD.getName();
+  return N == "dynamic_pointer_cast" || N == "static_pointer_cast" ||
+         N == "const_pointer_cast" || N == "reinterpret_pointer_cast";
+}
+
 } // namespace clang::tidy::torch

@@ -39,6 +39,10 @@ bool isContainerReset(llvm::StringRef Method);
 /// `std::function<...>`.
 bool isStdFunction(QualType T);
 
+/// `std::dynamic_pointer_cast` and its siblings: the same object, another
+/// pointer type.
+bool isSmartPointerCast(const FunctionDecl &FD);
+
 } // namespace clang::tidy::torch
 
 #endif // TORCH_TIDY_API_STDLIBRARY_H

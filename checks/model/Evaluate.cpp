@@ -787,6 +787,8 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
                FD->getIdentifier() && FD->getName() == "clone") {
       // `net->clone()` keeps the device of the module it copies.
       F = evaluate(Object, S);
+    } else if (isSmartPointerCast(*FD)) {
+      F = evaluate(Call.getArg(0), S);
     }
     // A helper such as pick_device() that proves no constant: whatever it
     // returns.

@@ -344,3 +344,32 @@ void forward_that_moves_its_input() {
   auto loss = torch::mse_loss(model->forward(ids), labels);
   loss.backward();
 }
+
+// A clone through std::dynamic_pointer_cast is on its original's device; a
+// helper that copies weights into it by reference does not move it.
+struct EmaNetImpl : torch::nn::Cloneable<EmaNetImpl> {
+  EmaNetImpl() { reset(); }
+  void reset() override { fc = register_module("fc", torch::nn::Linear(4, 2)); }
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(EmaNet);
+
+void copy_weights(EmaNetImpl &dst, EmaNetImpl &src) {
+  torch::NoGradGuard no_grad;
+  auto to = dst.parameters();
+  auto from = src.parameters();
+  for (size_t i = 0; i < to.size(); ++i)
+    to[i].copy_(from[i]);
+}
+
+void ema_copy_of_a_placed_model(torch::Device device) {
+  EmaNet model;
+  model->to(device);
+  auto ema = std::dynamic_pointer_cast<EmaNetImpl>(model->clone());
+  copy_weights(*ema, *model);
+  auto probe = torch::randn({4, 4});
+  ema->forward(probe.to(device));
+  ema->forward(probe);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'ema' has its parameters on 'device' but is called with 'probe' on CPU; {{.*}}[torch-device-mismatch]
+}

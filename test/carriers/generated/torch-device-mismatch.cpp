@@ -288,7 +288,7 @@ void module_pos() {
   net->to(torch::kCUDA);
   auto replica = std::dynamic_pointer_cast<NetImpl>(net->clone());
   report(replica->forward(torch::randn({2, 4})));
-  // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+  // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-device-mismatch]
 }
 
 // near-miss

@@ -390,7 +390,7 @@ void module_pos(torch::optim::Optimizer &opt) {
     loss.backward();
     opt.step();
     log_value(loss.item<float>());
-    // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+    // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-host-sync-in-loop]
   }
 }
 
