@@ -774,6 +774,9 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
               if (Elements->Graph.Value == GraphState::InGraph &&
                   F.Graph.Value == GraphState::Unknown)
                 F.Graph = Elements->Graph;
+              // `torch::stack(states)` runs where its elements are.
+              if (!F.Device.Value.isKnown() && Elements->Device.Value.isKnown())
+                F.Device = {Elements->Device.Value, Loc};
             }
       if (isLossFunction(*FD) && F.Graph.Value == GraphState::Unknown &&
           S.path().Grad != GradMode::Disabled)

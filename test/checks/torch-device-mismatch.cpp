@@ -1,6 +1,7 @@
 // RUN: %check_torch_tidy %s torch-device-mismatch %t
 
 #include <torch/torch.h>
+#include <vector>
 
 struct NetImpl : torch::nn::Module {
   NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
@@ -272,4 +273,17 @@ void suppressed() {
   auto a = torch::randn({4}).cuda();
   auto b = torch::randn({4});
   a + b; // NOLINT(torch-device-mismatch)
+}
+
+// torch::stack runs where the container's elements are.
+void stacked_probe_states(torch::Device device, int64_t probes) {
+  Net net;
+  net->to(device);
+  std::vector<torch::Tensor> states;
+  for (int64_t i = 0; i < probes; ++i)
+    states.push_back(torch::randn({4}));
+  auto stacked = torch::stack(states);
+  net->forward(stacked.to(device));
+  net->forward(stacked);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'stacked' on CPU; {{.*}}[torch-device-mismatch]
 }
