@@ -333,7 +333,9 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     for (const SummaryEffect &R : Summary.Returns)
       if (Location Here = R.Where.replacePrefix(Location::returned(), Result)) {
         ValueFacts Part = instantiate(R.Exit, Call, Before);
-        if (IsForward && Part.Graph.Value == GraphState::InGraph &&
+        if (IsForward &&
+            (Part.Graph.Value == GraphState::InGraph ||
+             !Part.GraphSources.empty()) &&
             !llvm::is_contained(Part.GraphSources, Call.Call))
           Part.GraphSources.push_back(Call.Call);
         St.set(Here, std::move(Part));

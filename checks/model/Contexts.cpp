@@ -66,8 +66,13 @@ const EntryContext &ProgramModel::entryContext(const FunctionDecl &F) {
   if (ContextsInProgress.contains(Key))
     return Nothing;
   ContextsInProgress.insert(Key);
+  unsigned Cuts = BuildCuts;
   EntryContext C = computeEntryContext(F);
   ContextsInProgress.erase(Key);
+  if (!keepable(Cuts)) {
+    TransientContexts.push_back(std::make_unique<EntryContext>(std::move(C)));
+    return *TransientContexts.back();
+  }
   return *Contexts.try_emplace(Key, std::make_unique<EntryContext>(std::move(C)))
               .first->second;
 }

@@ -54,7 +54,8 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
       return;
     OS << S.getStmtClassName() << " @" << SM.getPresumedLineNumber(S.getBeginLoc())
        << ":" << SM.getPresumedColumnNumber(S.getBeginLoc()) << "  cuda="
-       << int(St.path().Cuda) << " grad=" << int(St.path().Grad) << "\n";
+       << int(St.path().Cuda) << " grad=" << int(St.path().Grad)
+       << " backprop=" << St.path().GraphsBackpropagated.size() << "\n";
     St.forEach([&](const Location &L, const ValueFacts &V) {
       OS << "    "
          << (L.Root ? L.Root->getNameAsString()
@@ -72,7 +73,11 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
          << V.Device.Value.describe() << (V.Device.Entry ? "(entry)" : "")
          << " pin=" << int(V.Pin.Value) << " graph=" << int(V.Graph.Value)
          << (V.Empty ? " empty" : "") << (V.PendingCopy.isValid() ? " pending" : "")
-         << " src=" << V.GraphSources.size() << "\n";
+         << " src=" << V.GraphSources.size();
+      for (const Stmt *Source : V.GraphSources)
+        OS << " " << Source->getStmtClassName() << "@" << SM.getPresumedLineNumber(Source->getBeginLoc()) << ":"
+           << SM.getPresumedColumnNumber(Source->getBeginLoc());
+      OS << "\n";
     });
   });
 }

@@ -25,8 +25,10 @@ const ClassState &ProgramModel::classState(const CXXRecordDecl &Class) {
   if (It != Classes.end())
     return *It->second;
   static const ClassState Nothing;
-  if (isBuilding(Key))
+  if (isBuilding(Key)) {
+    ++BuildCuts;
     return Nothing; // a cycle; not cached
+  }
   Building.push_back(Key);
   auto St = std::make_unique<ClassState>(computeClassState(Class, *this));
   Building.pop_back();
@@ -43,9 +45,11 @@ bool ProgramModel::callsClassUnderConstruction(const CallExpr &Call) const {
   const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call);
   const CXXMethodDecl *Method = Member ? Member->getMethodDecl() : nullptr;
   const Expr *Object = Member ? Member->getImplicitObjectArgument() : nullptr;
-  return Method && !Method->isStatic() && Object &&
-         isa<CXXThisExpr>(Object->IgnoreParenImpCasts()) &&
-         isBuilding(Method->getParent());
+  bool Cut = Method && !Method->isStatic() && Object &&
+             isa<CXXThisExpr>(Object->IgnoreParenImpCasts()) &&
+             isBuilding(Method->getParent());
+  BuildCuts += Cut;
+  return Cut;
 }
 
 //===--- Globals -----------------------------------------------------------===//
@@ -458,6 +462,12 @@ ProgramModel::graphsReturnedBy(const FunctionDecl &F) {
         if (const Expr *V = Ret->getRetValue()) {
           ValueFacts Value = A->model().evaluate(V, Before);
           Out.insert(Value.GraphSources.begin(), Value.GraphSources.end());
+          // And its parts: a container's elements, a struct's fields.
+          if (Location L = A->model().locationOf(V))
+            for (const Location &Part : Before.tree(L)) {
+              ValueFacts P = Before.get(Part);
+              Out.insert(P.GraphSources.begin(), P.GraphSources.end());
+            }
         }
     });
   return Out;

@@ -453,12 +453,18 @@ ProgramModel::summaryAnalysis(const FunctionDecl &Function) {
   auto It = SummaryAnalyses.find(&Function);
   if (It == SummaryAnalyses.end()) {
     std::unique_ptr<FlowAnalysis> A;
+    unsigned Cuts = BuildCuts;
     if (isAnalyzable(Function)) {
       InProgress.insert(Function.getCanonicalDecl());
       ++Depth;
       A = analyse(Function, parametricEntry(Function));
       --Depth;
       InProgress.erase(Function.getCanonicalDecl());
+    }
+    if (!keepable(Cuts)) {
+      TransientAnalyses.push_back(std::move(A));
+      const FlowAnalysis *T = TransientAnalyses.back().get();
+      return T && T->converged() ? T : nullptr;
     }
     It = SummaryAnalyses.try_emplace(&Function, std::move(A)).first;
   }
@@ -477,9 +483,15 @@ const FlowAnalysis *ProgramModel::analysis(const FunctionDecl &Function) {
   // Reserve the slot: a caller's analysis that asks for this function's
   // context does not come back here.
   ContextAnalyses.try_emplace(&Function, nullptr);
+  unsigned Cuts = BuildCuts;
   const EntryContext &Context = entryContext(Function);
   std::unique_ptr<FlowAnalysis> A = analyse(Function, Context.Entry);
   const FlowAnalysis *Result = A && A->converged() ? A.get() : nullptr;
+  if (!keepable(Cuts)) {
+    ContextAnalyses.erase(&Function);
+    TransientAnalyses.push_back(std::move(A));
+    return Result;
+  }
   ContextAnalyses[&Function] = std::move(A);
   return Result;
 }
@@ -498,8 +510,11 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
     return nullptr; // not cached: the outer computation decides
   if (const auto *Method = dyn_cast<CXXMethodDecl>(Canonical);
       Method && !isa<CXXConstructorDecl>(Method) &&
-      isBuilding(Method->getParent()))
+      isBuilding(Method->getParent())) {
+    ++BuildCuts;
     return nullptr;
+  }
+  unsigned Cuts = BuildCuts;
   std::optional<FunctionSummary> Result;
   if (const FunctionDecl *Definition = definitionOf(F)) {
     if (!isRecursive(F) && isAnalyzable(*Definition))
@@ -509,6 +524,13 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
     Reads.Summaries.insert(usrOf(F));
     if (Config.External)
       Result = Config.External->lookup(F, *this);
+  }
+  if (!keepable(Cuts)) {
+    if (!Result)
+      return nullptr;
+    TransientSummaries.push_back(
+        std::make_unique<FunctionSummary>(std::move(*Result)));
+    return TransientSummaries.back().get();
   }
   auto &Slot = Summaries[Canonical];
   Slot = std::move(Result);

@@ -259,6 +259,17 @@ private:
   llvm::DenseMap<const VarDecl *, std::unique_ptr<FlowAnalysis>> Initializers;
   llvm::DenseMap<const CXXRecordDecl *, std::unique_ptr<ClassState>> Classes;
   llvm::SmallVector<const CXXRecordDecl *, 2> Building;
+  /// Answers given short because a class's state was being built (a method
+  /// of it without its summary, the class state itself). What was computed
+  /// with one of them is not kept while a build is under way: it is
+  /// recomputed once the class state is known.
+  mutable unsigned BuildCuts = 0;
+  bool keepable(unsigned CutsBefore) const {
+    return BuildCuts == CutsBefore || Building.empty();
+  }
+  std::vector<std::unique_ptr<FlowAnalysis>> TransientAnalyses;
+  std::vector<std::unique_ptr<FunctionSummary>> TransientSummaries;
+  std::vector<std::unique_ptr<EntryContext>> TransientContexts;
   llvm::DenseMap<const VarDecl *, std::optional<ValueFacts>> Globals;
   llvm::DenseMap<const Type *, ModuleClassFacts> ModuleClasses;
   std::optional<llvm::StringMap<const NamedDecl *>> DeclarationsByUSR;

@@ -1,6 +1,7 @@
 // RUN: %check_torch_tidy %s torch-inference-without-no-grad %t
 
 #include <torch/torch.h>
+#include <tuple>
 #include <vector>
 
 struct NetImpl : torch::nn::Module {
@@ -90,4 +91,54 @@ double guarded_caller_helper(Net &model) {
 void guarded_caller(Net &model) {
   torch::NoGradGuard no_grad;
   log_accuracy(guarded_caller_helper(model));
+}
+
+// A detector whose decode() runs its head once per level and hands the
+// outputs back; main() trains on them. Main's analysis is first asked for
+// while the Detector's state is being built (its constructor's callers): a
+// result computed without decode()'s summary then must not be kept.
+struct HeadImpl : torch::nn::Module {
+  HeadImpl() { fc = register_module("fc", torch::nn::Linear(4, 4)); }
+  std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor x) {
+    auto y = fc(x);
+    return {y, y};
+  }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Head);
+
+class Detector {
+public:
+  explicit Detector(torch::Device device) : device_(device) { head_->to(device_); }
+  std::vector<torch::Tensor> decode(const std::vector<torch::Tensor> &pyramid,
+                                    std::vector<torch::Tensor> &logits) {
+    std::vector<torch::Tensor> boxes;
+    for (size_t l = 0; l < pyramid.size(); ++l) {
+      auto [deltas, scores] = head_->forward(pyramid[l]);
+      logits.push_back(scores);
+      boxes.push_back(deltas + 1);
+    }
+    return boxes;
+  }
+  torch::nn::Module &head() { return *head_; }
+
+private:
+  torch::Device device_;
+  Head head_;
+};
+
+int main() {
+  torch::Device device(torch::kCPU);
+  Detector detector(device);
+  torch::optim::SGD opt(detector.head().parameters(), torch::optim::SGDOptions(1e-2));
+  for (int step = 0; step < 100; ++step) {
+    std::vector<torch::Tensor> pyramid, logits;
+    for (int l = 0; l < 3; ++l)
+      pyramid.push_back(torch::randn({2, 4}, device));
+    auto boxes = detector.decode(pyramid, logits);
+    auto loss = boxes[0].sum() + logits[0].sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
 }
