@@ -17,6 +17,8 @@ namespace clang::tidy::torch {
 
 namespace {
 
+enum : unsigned { InsideModule = 1 };
+
 class ForwardWithoutGraphUse : public Requirement {
 public:
   llvm::StringRef name() const override { return "forward-records-graph"; }
@@ -29,6 +31,12 @@ public:
         !matchModuleCall(*Call, MC))
       return false;
     Out.Operands.push_back({M.evaluate(MC.Module, St), "", MC.Module});
+    // A submodule's forward inside a module's own method runs when that
+    // method runs, and calling it is a forward of its own.
+    if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(M.function());
+        Method && !isa<CXXConstructorDecl>(Method) &&
+        isModuleHandleType(M.context().getRecordType(Method->getParent())))
+      Out.Flags = InsideModule;
     return true;
   }
 
@@ -67,11 +75,8 @@ void InferenceWithoutNoGradCheck::report(const Violation &V,
                                          ProgramModel &Program) {
   // A module method's own forwards run when its caller's forward does: that
   // call is the report.
-  ModuleCall Outer;
-  if (V.FromCallee)
-    if (const auto *Call = dyn_cast<CallExpr>(V.Site);
-        Call && matchModuleCall(*Call, Outer))
-      return;
+  if (V.FromCallee && (V.Match.Flags & InsideModule))
+    return;
   const Stmt *Forward = V.Context.At ? V.Context.At : V.Site;
   // The output meets a backward, or leaves where the analysis can follow.
   if (Program.graphsBackpropagated().contains(Forward))

@@ -300,6 +300,30 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
 
 //===--- Effects -----------------------------------------------------------===//
 
+void FlowModel::keepArgumentGraphs(const ResolvedCall &Call, const State &S,
+                                   ValueFacts &Returned) const {
+  if (Returned.Graph.Value == GraphState::NoGraph)
+    return;
+  auto Keep = [&](llvm::ArrayRef<const Stmt *> Sources) {
+    for (const Stmt *Source : Sources)
+      if (!llvm::is_contained(Returned.GraphSources, Source))
+        Returned.GraphSources.push_back(Source);
+  };
+  for (const Expr *Arg : Call.Arguments) {
+    if (!Arg)
+      continue;
+    const Expr *Stripped = stripConversions(Arg);
+    if (isTensorType(Stripped->getType())) {
+      Keep(evaluate(Stripped, S).GraphSources);
+    } else if (containerRecord(Stripped->getType())) {
+      if (Location C = locationOf(Stripped))
+        for (const Location &Part : S.tree(C))
+          if (const ValueFacts *F = S.lookup(Part))
+            Keep(F->GraphSources);
+    }
+  }
+}
+
 void FlowModel::applySummary(const ResolvedCall &Call,
                              const FunctionSummary &Summary,
                              const Location &Result, State &St) const {
@@ -333,6 +357,7 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     for (const SummaryEffect &R : Summary.Returns)
       if (Location Here = R.Where.replacePrefix(Location::returned(), Result)) {
         ValueFacts Part = instantiate(R.Exit, Call, Before);
+        keepArgumentGraphs(Call, Before, Part);
         if (IsForward &&
             (Part.Graph.Value == GraphState::InGraph ||
              !Part.GraphSources.empty()) &&

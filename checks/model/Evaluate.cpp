@@ -785,6 +785,8 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
     } else if (const FunctionSummary *Summary = Program.summaryForCall(Call)) {
       ResolvedCall R = resolve(Call);
       F = instantiate(Summary->returned(), R, S);
+      if (isTensorType(Call.getType()))
+        keepArgumentGraphs(R, S, F);
     } else if (const Expr *Object = memberCallObject(Call);
                Object && isModuleHandleType(Object->getType()) &&
                FD->getIdentifier() && FD->getName() == "clone") {

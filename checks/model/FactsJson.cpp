@@ -499,6 +499,11 @@ LoopContext FactReader::loop(const llvm::json::Object *O) const {
   return L;
 }
 
+/// The class whose fields a path below a value of type \p T names.
+static const CXXRecordDecl *recordOf(QualType T) {
+  return T.isNull() ? nullptr : T.getNonReferenceType()->getAsCXXRecordDecl();
+}
+
 Location FactReader::location(const llvm::json::Value *V) const {
   const llvm::json::Object *O = V ? V->getAsObject() : nullptr;
   if (!O)
@@ -511,6 +516,7 @@ Location FactReader::location(const llvm::json::Value *V) const {
     if (!F || !I || *I < 0 || unsigned(*I) >= F->getNumParams())
       return {};
     L = Location::local(F->getParamDecl(unsigned(*I)));
+    Record = recordOf(F->getParamDecl(unsigned(*I))->getType());
   } else if (Root == "this") {
     const auto *Method = dyn_cast_or_null<CXXMethodDecl>(F);
     if (!Method)
@@ -523,8 +529,10 @@ Location FactReader::location(const llvm::json::Value *V) const {
     if (!G)
       return {};
     L = Location::global(G);
+    Record = recordOf(G->getType());
   } else if (Root == "return") {
     L = Location::returned();
+    Record = F ? recordOf(F->getReturnType()) : nullptr;
   } else {
     return {};
   }
@@ -534,8 +542,7 @@ Location FactReader::location(const llvm::json::Value *V) const {
       if (!S)
         return {};
       if (std::optional<llvm::StringRef> Name = S->getString("field")) {
-        // Fields are looked up on the record of the previous step: only
-        // members of `*this` can be named without types.
+        // Fields are looked up on the record of the previous step.
         const FieldDecl *Found = nullptr;
         if (Record)
           for (const FieldDecl *Field : Record->fields())

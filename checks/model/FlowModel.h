@@ -94,6 +94,11 @@ public:
   Sourced<DeviceValue> instantiate(const Sourced<DeviceValue> &InCallee,
                                    const ResolvedCall &Call,
                                    const State &S) const;
+  /// \p Returned, a value (or part of one) a call hands back, keeps the
+  /// graphs of the tensors the caller passed in, as far as the model knows:
+  /// a loss helper's sum keeps its arguments' graphs.
+  void keepArgumentGraphs(const ResolvedCall &Call, const State &S,
+                          ValueFacts &Returned) const;
   /// The caller's facts of the callee's entry value \p Entry.
   ValueFacts entryValueAt(const ValueDecl &Entry, const ResolvedCall &Call,
                           const State &S) const;
