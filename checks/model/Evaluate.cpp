@@ -653,9 +653,15 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
   // returns on its input's device, which is the module's.
   ValueFacts Module = evaluate(MC.Module, S);
   const auto *Call = dyn_cast<CallExpr>(&E);
+  // An output that is its input passed through (a parameter's entry
+  // value) is on the module's device when that is known: a forward that
+  // runs moved nothing.
   if (const FunctionSummary *Summary =
           Call ? Program.summaryForCall(*Call) : nullptr)
-    F.Device = instantiate(Summary->returned(), resolve(*Call), S).Device;
+    if (const ValueFacts Returned = Summary->returned();
+        !isa_and_nonnull<ParmVarDecl>(Returned.Device.Entry) ||
+        !Module.Device.Value.isKnown())
+      F.Device = instantiate(Returned, resolve(*Call), S).Device;
   if (!F.Device.Value.isKnown()) {
     F.Device = Module.Device;
     if ((Module.HasParameters == Tri::No || !F.Device.Value.isKnown()) &&
