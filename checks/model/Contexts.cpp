@@ -109,6 +109,22 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   if (Sites.empty() || Escapes) {
     if (External) {
       External->Root = false;
+      // The callers in other TUs seldom name this object's members: where
+      // they know nothing of one, the class state stands.
+      State Merged = C.Entry;
+      External->Entry.forEach([&](const Location &L, const ValueFacts &V) {
+        const ValueFacts *Own = L.Kind == Location::This ? Merged.lookup(L) : nullptr;
+        if (!Own) {
+          Merged.set(L, V);
+          return;
+        }
+        ValueFacts Joined = V;
+        if (!V.Device.Value.isKnown())
+          Joined.Device = Own->Device;
+        Merged.set(L, Joined);
+      });
+      Merged.path() = External->Entry.path();
+      External->Entry = std::move(Merged);
       return *External;
     }
     if (Escapes) {

@@ -15,3 +15,15 @@ TORCH_MODULE(Net);
 
 Batch make_batch(int64_t n);
 void fill_batch(Batch &out, int64_t n, torch::Device device);
+
+// Its state is set in its constructor; main.cpp, which calls fit_fresh(),
+// cannot name its members.
+class Trainer {
+public:
+  explicit Trainer(torch::Device device);
+  void fit_fresh(int steps);
+
+private:
+  torch::Device device_;
+  Net model_;
+};
