@@ -300,26 +300,29 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
 
 //===--- Effects -----------------------------------------------------------===//
 
+/// Adds \p Sources to \p Into.
+static void addSources(llvm::SmallVectorImpl<const Stmt *> &Into,
+                       llvm::ArrayRef<const Stmt *> Sources) {
+  for (const Stmt *S : Sources)
+    if (!llvm::is_contained(Into, S))
+      Into.push_back(S);
+}
+
 void FlowModel::keepArgumentGraphs(const ResolvedCall &Call, const State &S,
                                    ValueFacts &Returned) const {
   if (Returned.Graph.Value == GraphState::NoGraph)
     return;
-  auto Keep = [&](llvm::ArrayRef<const Stmt *> Sources) {
-    for (const Stmt *Source : Sources)
-      if (!llvm::is_contained(Returned.GraphSources, Source))
-        Returned.GraphSources.push_back(Source);
-  };
   for (const Expr *Arg : Call.Arguments) {
     if (!Arg)
       continue;
     const Expr *Stripped = stripConversions(Arg);
     if (isTensorType(Stripped->getType())) {
-      Keep(evaluate(Stripped, S).GraphSources);
+      addSources(Returned.GraphSources, evaluate(Stripped, S).GraphSources);
     } else if (containerRecord(Stripped->getType())) {
       if (Location C = locationOf(Stripped))
         for (const Location &Part : S.tree(C))
           if (const ValueFacts *F = S.lookup(Part))
-            Keep(F->GraphSources);
+            addSources(Returned.GraphSources, F->GraphSources);
     }
   }
 }
@@ -358,11 +361,9 @@ void FlowModel::applySummary(const ResolvedCall &Call,
       if (Location Here = R.Where.replacePrefix(Location::returned(), Result)) {
         ValueFacts Part = instantiate(R.Exit, Call, Before);
         keepArgumentGraphs(Call, Before, Part);
-        if (IsForward &&
-            (Part.Graph.Value == GraphState::InGraph ||
-             !Part.GraphSources.empty()) &&
-            !llvm::is_contained(Part.GraphSources, Call.Call))
-          Part.GraphSources.push_back(Call.Call);
+        if (IsForward && (Part.Graph.Value == GraphState::InGraph ||
+                          !Part.GraphSources.empty()))
+          addSources(Part.GraphSources, {Call.Call});
         St.set(Here, std::move(Part));
       }
   }
@@ -509,14 +510,6 @@ static const Expr *moduleArgumentOf(const CallExpr &Call,
       return Call.getArg(0);
     }
   return nullptr;
-}
-
-/// Adds \p Sources to \p Into.
-static void addSources(llvm::SmallVectorImpl<const Stmt *> &Into,
-                       llvm::ArrayRef<const Stmt *> Sources) {
-  for (const Stmt *S : Sources)
-    if (!llvm::is_contained(Into, S))
-      Into.push_back(S);
 }
 
 void FlowModel::transferCall(const CallExpr &Call, State &St) const {
