@@ -1,0 +1,120 @@
+//===--- HostReads.cpp - torch-tidy ---------------------------------------===//
+//
+// FlowModel::hostReadOperands: the tensors a statement reads on the host
+// (`.item()`, `data_ptr()`, streaming, computations on host tensors, a user
+// function given the tensor), where a pending device-to-host copy must have
+// completed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "api/TorchApi.h"
+#include "api/TorchMatchers.h"
+#include "clang/AST/ExprCXX.h"
+#include "llvm/ADT/StringSwitch.h"
+
+namespace clang::tidy::torch {
+
+static const Expr *hostReadOperandOf(const Stmt &S);
+
+/// `h + 1`, `h * w`, `-h`, `h += 1`: not `h = ...`, `h[i]` (a view).
+static bool computesOnOperands(const CXXOperatorCallExpr &Op) {
+  switch (Op.getOperator()) {
+  case OO_Equal:
+  case OO_Subscript:
+  case OO_Call:
+  case OO_Arrow:
+    return false;
+  case OO_Star: // `*it` dereferences; `h * w` computes.
+    return Op.getNumArgs() == 2;
+  default:
+    return true;
+  }
+}
+
+/// Tensor methods that read no element: metadata, and copies that stay
+/// ordered on the stream.
+static bool readsNoData(llvm::StringRef Method) {
+  return llvm::StringSwitch<bool>(Method)
+      .Cases("size", "sizes", "dim", "numel", "dtype", "scalar_type", true)
+      .Cases("device", "options", "is_cuda", "is_pinned", "defined", true)
+      .Cases("to", "cuda", "cpu", "copy_", "pin_memory", "is_contiguous", true)
+      .Cases("stride", "strides", "ndimension", "requires_grad", true)
+      .Default(false);
+}
+
+void FlowModel::hostReadOperands(const Stmt &S,
+                                 llvm::SmallVectorImpl<const Expr *> &Out) {
+  if (const Expr *Operand = hostReadOperandOf(S)) {
+    Out.push_back(Operand);
+    return;
+  }
+  const auto *Call = dyn_cast<CallExpr>(&S);
+  if (!Call)
+    return;
+  // A computation on the host reads its operands' data: `h.sum()`,
+  // `h + 1`, `torch::argmax(h)`. Metadata and copies onward do not.
+  if (llvm::StringRef Method = tensorMethodName(*Call); !Method.empty()) {
+    if (!readsNoData(Method))
+      if (const Expr *Object = memberCallObject(*Call))
+        Out.push_back(stripConversions(Object));
+    return;
+  }
+  if (const FunctionDecl *FD = Call->getDirectCallee();
+      FD && isTensorType(Call->getType()) && isLibraryFunction(*FD) &&
+      (isa<CXXOperatorCallExpr>(Call) ? computesOnOperands(
+                                            cast<CXXOperatorCallExpr>(*Call))
+                                      : isTorchFunction(*FD))) {
+    for (const Expr *Arg : Call->arguments())
+      if (isTensorType(Arg->getType()))
+        Out.push_back(stripConversions(Arg));
+    return;
+  }
+  ModuleCall MC;
+  if (matchModuleCall(*Call, MC))
+    return;
+  unsigned First = 0;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call)) {
+    // Of the operators, only the call of a lambda or functor passes
+    // arguments; streaming and comparisons are hostReadOperandOf's.
+    if (Op->getOperator() != OO_Call)
+      return;
+    First = 1;
+  }
+  if (const FunctionDecl *FD = Call->getDirectCallee())
+    if (isLibraryFunction(*FD))
+      return;
+  for (unsigned I = First; I < Call->getNumArgs(); ++I) {
+    const Expr *Arg = stripConversions(Call->getArg(I));
+    if (isTensorType(Arg->getType()) && isa<DeclRefExpr, MemberExpr>(Arg))
+      Out.push_back(Arg);
+  }
+}
+
+static const Expr *hostReadOperandOf(const Stmt &S) {
+  if (const auto *Call = dyn_cast<CallExpr>(&S)) {
+    llvm::StringRef Method = tensorMethodName(*Call);
+    if (Method == "item" || Method == "data_ptr" || Method == "accessor" ||
+        Method == "tolist")
+      return memberCallObject(*Call);
+    // The real headers (since 1.11) declare these two on at::TensorBase.
+    if (const auto *MC = dyn_cast<CXXMemberCallExpr>(Call))
+      if (const CXXMethodDecl *MD = MC->getMethodDecl())
+        if (MD->getIdentifier() &&
+            (MD->getName() == "data_ptr" || MD->getName() == "accessor" ||
+             MD->getName() == "const_data_ptr" ||
+             MD->getName() == "mutable_data_ptr") &&
+            MD->getParent()->getQualifiedNameAsString() == "at::TensorBase")
+          return memberCallObject(*Call);
+  }
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
+    if (Op->getNumArgs() == 2 &&
+        (Op->getOperator() == OO_LessLess || Op->isComparisonOp()))
+      for (unsigned I = Op->getOperator() == OO_LessLess ? 1 : 0; I < 2; ++I)
+        if (isTensorType(Op->getArg(I)->getType()))
+          return Op->getArg(I)->IgnoreParenImpCasts();
+  }
+  return nullptr;
+}
+
+} // namespace clang::tidy::torch
