@@ -91,6 +91,32 @@ bool isStdFunction(QualType T) {
                     "function");
 }
 
+bool isCallableType(QualType T) {
+  if (T.isNull())
+    return false;
+  T = T.getNonReferenceType().getCanonicalType();
+  if (T->isFunctionPointerType() || T->isFunctionType())
+    return true;
+  if (const CXXRecordDecl *RD = T->getAsCXXRecordDecl(); RD && RD->isLambda())
+    return true;
+  return isStdFunction(T);
+}
+
+bool storesCallableArgument(const FunctionDecl &FD) {
+  const auto *Method = dyn_cast<CXXMethodDecl>(&FD);
+  if (!Method)
+    return false;
+  const CXXRecordDecl *Class = Method->getParent();
+  if (isStdClass(Class, "function"))
+    return true;
+  if (!containerRecord(QualType(Class->getTypeForDecl(), 0)))
+    return false;
+  if (const auto *Op = dyn_cast<CXXMethodDecl>(&FD);
+      Op && Op->getOverloadedOperator() == OO_Subscript)
+    return true;
+  return FD.getIdentifier() && isContainerInsert(FD.getName());
+}
+
 bool isSmartPointerCast(const FunctionDecl &FD) {
   if (!FD.getIdentifier() || !FD.isInStdNamespace() || FD.getNumParams() != 1)
     return false;

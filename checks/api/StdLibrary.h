@@ -38,6 +38,12 @@ bool isContainerReset(llvm::StringRef Method);
 
 /// `std::function<...>`.
 bool isStdFunction(QualType T);
+/// A value that holds code: a `std::function`, a function pointer or
+/// reference, a lambda's closure.
+bool isCallableType(QualType T);
+/// A library function that keeps a callable argument instead of running
+/// it: a container insert, std::function's constructor and assignment.
+bool storesCallableArgument(const FunctionDecl &FD);
 
 /// `std::dynamic_pointer_cast` and its siblings: the same object, another
 /// pointer type.

@@ -126,6 +126,74 @@ ResolvedCall FlowModel::resolve(const Expr &E) const {
   return R;
 }
 
+const Expr *callableHolder(const CallExpr &Call) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD)
+    return Call.getCallee();
+  const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
+  const auto *Method = dyn_cast<CXXMethodDecl>(FD);
+  if (Op && Op->getOperator() == OO_Call && Method &&
+      !Method->getParent()->isLambda() && isLibraryFunction(*Method) &&
+      Call.getNumArgs() > 0)
+    return Call.getArg(0);
+  return nullptr;
+}
+
+llvm::SmallVector<const FunctionDecl *, 1>
+FlowModel::possibleCallableTargets(const CallExpr &Call, const State &S) const {
+  llvm::SmallVector<const FunctionDecl *, 1> Out;
+  if (const FunctionDecl *Target = callableTarget(Call, S)) {
+    Out.push_back(Target);
+    return Out;
+  }
+  // A range-for over a container of callables calls each element: each one
+  // it may hold runs here. (An element picked by key may be another one.)
+  const Expr *Holder = callableHolder(Call);
+  const auto *Ref =
+      Holder ? dyn_cast<DeclRefExpr>(Holder->IgnoreParenImpCasts()) : nullptr;
+  const auto *Element = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  if (!Element || !Element->isCXXForRangeDecl())
+    return Out;
+  unsigned Arguments = Call.getNumArgs() - (Call.getDirectCallee() ? 1 : 0);
+  for (const FunctionDecl *F : evaluate(Holder, S).Callables)
+    if (F->getNumParams() == Arguments)
+      Out.push_back(F);
+  return Out;
+}
+
+const FunctionDecl *FlowModel::callableTarget(const CallExpr &Call,
+                                              const State &S) const {
+  const Expr *Holder = callableHolder(Call);
+  if (!Holder)
+    return nullptr;
+  const FunctionDecl *F = evaluate(Holder, S).callable();
+  unsigned Arguments = Call.getNumArgs() - (Call.getDirectCallee() ? 1 : 0);
+  return F && F->getNumParams() == Arguments ? F : nullptr;
+}
+
+ResolvedCall FlowModel::resolve(const Expr &E, const State &S) const {
+  if (const auto *Call = dyn_cast<CallExpr>(&E))
+    if (const FunctionDecl *Target = callableTarget(*Call, S)) {
+      ResolvedCall R;
+      R.Call = &E;
+      R.Callee = Target;
+      llvm::ArrayRef<const Expr *> Args(Call->getArgs(), Call->getNumArgs());
+      if (Call->getDirectCallee())
+        Args = Args.drop_front(); // the std::function itself
+      R.Arguments.assign(Args.begin(), Args.end());
+      return R;
+    }
+  return resolve(E);
+}
+
+const FunctionSummary *FlowModel::summaryAt(const Expr &E,
+                                            const State &S) const {
+  if (const auto *Call = dyn_cast<CallExpr>(&E))
+    if (const FunctionDecl *Target = callableTarget(*Call, S))
+      return Program.summary(*Target);
+  return Program.summaryForCall(E);
+}
+
 /// The argument a call passes for \p P; null for a default argument.
 static const Expr *argumentFor(const ResolvedCall &Call,
                                const ParmVarDecl &P) {
@@ -285,8 +353,10 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
       R.ModeLayers = Caller.ModeLayers;
     if (R.Scalar.empty())
       R.Scalar = Caller.Scalar;
-    if (!R.Callable)
-      R.Callable = Caller.Callable;
+    if (R.Callables.empty() && !R.CallablesKnown) {
+      R.Callables = Caller.Callables;
+      R.CallablesKnown = Caller.CallablesKnown;
+    }
     if (InCallee.Device.Entry)
       R.DeviceUnset = Caller.DeviceUnset;
     return R;
@@ -513,7 +583,7 @@ static const Expr *moduleArgumentOf(const CallExpr &Call,
 }
 
 void FlowModel::transferCall(const CallExpr &Call, State &St) const {
-  const FunctionSummary *Summary = Program.summaryForCall(Call);
+  const FunctionSummary *Summary = summaryAt(Call, St);
   // A backward pass reaches the graphs its tensors carry; an opaque call
   // may keep them.
   bool Backward = isBackwardCall(Call, options()) || isGradientCall(Call) ||
@@ -666,7 +736,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     return;
   }
 
-  ResolvedCall Resolved = resolve(Call);
+  ResolvedCall Resolved = resolve(Call, St);
   if (Summary) {
     applySummary(Resolved, *Summary, Location(), St);
     return;

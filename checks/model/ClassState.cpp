@@ -18,7 +18,7 @@ bool isTrackedMember(const FieldDecl &F) {
   return !T->isReferenceType() &&
          (isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
           isTensorOptionsType(T) || T->isBooleanType() ||
-          T->isIntegerType() || containerRecord(T));
+          T->isIntegerType() || containerRecord(T) || isCallableType(T));
 }
 
 /// Whether \p E, a member expression, is written (or, for a module handle,

@@ -94,10 +94,15 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     return C;
   }
   llvm::ArrayRef<CallSite> Sites = callSitesOf(F);
-  // A lambda nothing visible calls (stored in a std::function, handed to
-  // user code) runs, as far as anyone can tell, where it is written.
-  if (Sites.empty() && IsLambda)
-    Sites = creationSitesOf(F);
+  // A lambda nothing calls directly runs where the std::functions that hold
+  // it are called; when none is seen (it is handed to user code that keeps
+  // it out of sight), where it is written, as far as anyone can tell.
+  llvm::SmallVector<CallSite, 2> ThroughCallables;
+  if (Sites.empty() && IsLambda) {
+    ThroughCallables = callableCallSitesOf(F);
+    Sites = ThroughCallables.empty() ? creationSitesOf(F)
+                                     : llvm::ArrayRef(ThroughCallables);
+  }
   bool Escapes = !IsLambda && isAddressTaken(F);
   if (Method && Method->isVirtual())
     Escapes = true; // a base-class call may reach it unseen
@@ -169,7 +174,7 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     if (!Before)
       continue; // not reached
     const FlowModel &M = A->model();
-    ResolvedCall Call = M.resolve(*Site.Call);
+    ResolvedCall Call = M.resolve(*Site.Call, *Before);
     State Here = Parametric;
     Here.path().Cuda = Before->path().Cuda;
     Here.path().Grad = Before->path().Grad;
@@ -235,4 +240,27 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   return C;
 }
 
+llvm::SmallVector<CallSite, 2>
+ProgramModel::callableCallSitesOf(const FunctionDecl &F) {
+  buildCallGraph();
+  llvm::SmallVector<CallSite, 2> Out;
+  for (const CallSite &Site : CallableCalls) {
+    if (Site.Caller->getCanonicalDecl() == F.getCanonicalDecl() ||
+        ContextsInProgress.contains(Site.Caller->getCanonicalDecl()))
+      continue;
+    const FlowAnalysis *A = analysis(*Site.Caller);
+    std::optional<State> Before = A ? A->stateBefore(*Site.Call) : std::nullopt;
+    if (!Before)
+      continue;
+    for (const FunctionDecl *Target : A->model().possibleCallableTargets(
+             cast<CallExpr>(*Site.Call), *Before))
+      if (Target->getCanonicalDecl() == F.getCanonicalDecl()) {
+        Out.push_back(Site);
+        break;
+      }
+  }
+  return Out;
+}
+
 } // namespace clang::tidy::torch
+

@@ -198,6 +198,22 @@ ValueFacts FlowModel::evaluateOptions(const Expr *E, const State &S) const {
 
 /// Whether the range-for statement that declares \p Var walks a
 /// torch::data loader.
+/// The function a callable expression names: a lambda's call operator, or
+/// a function named or whose address is taken (`step`, `&step`).
+static const FunctionDecl *callableExpression(const Expr &E) {
+  if (const auto *Lambda = dyn_cast<LambdaExpr>(&E))
+    return Lambda->getCallOperator();
+  const Expr *Named = &E;
+  if (const auto *Address = dyn_cast<UnaryOperator>(&E);
+      Address && Address->getOpcode() == UO_AddrOf)
+    Named = Address->getSubExpr()->IgnoreParenImpCasts();
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(Named))
+    if (const auto *Function = dyn_cast<FunctionDecl>(Ref->getDecl());
+        Function && !isa<CXXMethodDecl>(Function))
+      return Function;
+  return nullptr;
+}
+
 static bool isLoaderBatch(const VarDecl &Var, ASTContext &Ctx) {
   if (!isDataExampleType(Var.getType()))
     return false;
@@ -273,8 +289,8 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
                       S);
     return F;
   }
-  if (const auto *Lambda = dyn_cast<LambdaExpr>(E)) {
-    F.Callable = Lambda->getCallOperator();
+  if (const FunctionDecl *Function = callableExpression(*E)) {
+    F.setCallable(Function);
     return F;
   }
   ModuleCall MC;
@@ -449,7 +465,15 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
   SourceLocation Loc = Call.getExprLoc();
   llvm::StringRef Method = tensorMethodName(Call);
   const FunctionDecl *FD = Call.getDirectCallee();
-  if (!Method.empty()) {
+  if (callableTarget(Call, S)) {
+    // A std::function or function pointer that holds one known function.
+    if (const FunctionSummary *Summary = summaryAt(Call, S)) {
+      ResolvedCall R = resolve(Call, S);
+      F = instantiate(Summary->returned(), R, S);
+      if (isTensorType(Call.getType()))
+        keepArgumentGraphs(R, S, F);
+    }
+  } else if (!Method.empty()) {
     F = evaluateTensorMethod(Call, Method, S);
   } else if (FD) {
     if (isTensorFactory(*FD, options())) {

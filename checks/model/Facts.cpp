@@ -14,7 +14,8 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          Mode == O.Mode && ModeLayers == O.ModeLayers &&
          HasParameters == O.HasParameters && PendingCopy == O.PendingCopy &&
          MayBeZeroDim == O.MayBeZeroDim && DeviceUnset == O.DeviceUnset &&
-         Scalar == O.Scalar && Callable == O.Callable &&
+         Scalar == O.Scalar && Callables == O.Callables &&
+         CallablesKnown == O.CallablesKnown &&
          GraphSources == O.GraphSources && Empty == O.Empty;
 }
 
@@ -122,6 +123,14 @@ ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D) {
   return F;
 }
 
+/// Adds the members of \p From missing from \p Into, keeping Into's order.
+template <typename T>
+static void unite(llvm::SmallVectorImpl<T> &Into, llvm::ArrayRef<T> From) {
+  for (const T &X : From)
+    if (!llvm::is_contained(Into, X))
+      Into.push_back(X);
+}
+
 ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   if (A.Empty)
     return B;
@@ -143,7 +152,11 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;
   R.DeviceUnset = A.DeviceUnset && B.DeviceUnset;
   R.Scalar = joinScalars(A.Scalar, B.Scalar);
-  R.Callable = A.Callable == B.Callable ? A.Callable : nullptr;
+  // What a callable may hold is a "some path" fact; that it holds nothing
+  // else needs every path.
+  R.Callables = A.Callables;
+  unite<const FunctionDecl *>(R.Callables, B.Callables);
+  R.CallablesKnown = A.CallablesKnown && B.CallablesKnown;
   R.GraphSources = A.GraphSources;
   for (const Stmt *S : B.GraphSources)
     if (!llvm::is_contained(R.GraphSources, S))
@@ -166,13 +179,6 @@ static GradMode joinGrad(GradMode A, GradMode B) {
   return A == B ? A : GradMode::Unknown;
 }
 
-/// Adds the members of \p From missing from \p Into, keeping Into's order.
-template <typename T>
-static void unite(llvm::SmallVectorImpl<T> &Into, llvm::ArrayRef<T> From) {
-  for (const T &X : From)
-    if (!llvm::is_contained(Into, X))
-      Into.push_back(X);
-}
 
 PathFacts joinPaths(const PathFacts &A, const PathFacts &B) {
   PathFacts R;

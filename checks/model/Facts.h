@@ -135,8 +135,12 @@ struct ValueFacts {
   bool DeviceUnset = false;
   /// Bools and integers.
   ScalarFacts Scalar;
-  /// The lambda or function a callable (a lambda, a std::function) holds.
-  const FunctionDecl *Callable = nullptr;
+  /// The lambdas and functions a callable (a lambda, a std::function, a
+  /// function pointer, the elements of a container of them) holds on some
+  /// path, in the order they were met.
+  llvm::SmallVector<const FunctionDecl *, 1> Callables;
+  /// Every path knows what it holds: Callables is all it may hold.
+  bool CallablesKnown = false;
   /// The statements whose autograd graph this value keeps alive: the module
   /// forwards it was computed from and the accumulations that added to it
   /// (some path).
@@ -157,6 +161,16 @@ struct ValueFacts {
   ValueFacts withoutEntries() const;
   /// Whether any fact stands for an entry value.
   bool dependsOnEntry() const;
+  /// The one function a callable certainly holds; null when it may hold
+  /// another or nothing is known.
+  const FunctionDecl *callable() const {
+    return CallablesKnown && Callables.size() == 1 ? Callables[0] : nullptr;
+  }
+  /// Holds \p F and nothing else.
+  void setCallable(const FunctionDecl *F) {
+    Callables.assign(1, F);
+    CallablesKnown = true;
+  }
 };
 
 /// \p F, what the callers pass for \p D, tagged as D's entry value, the way

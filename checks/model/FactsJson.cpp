@@ -200,8 +200,15 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     O["deviceUnset"] = true;
   if (!V.Scalar.empty())
     O["scalar"] = scalarToJSON(V.Scalar);
-  if (V.Callable)
-    O["callable"] = usrOf(*V.Callable);
+  if (!V.Callables.empty()) {
+    std::vector<std::string> USRs;
+    for (const FunctionDecl *F : V.Callables)
+      USRs.push_back(usrOf(*F));
+    llvm::sort(USRs);
+    O["callables"] = llvm::json::Array(USRs);
+    if (V.CallablesKnown)
+      O["callablesKnown"] = true;
+  }
   return O;
 }
 
@@ -466,8 +473,18 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
   V.DeviceUnset = O->getBoolean("deviceUnset").value_or(false);
   if (const llvm::json::Object *S = O->getObject("scalar"))
     V.Scalar = scalarFromJSON(*S);
-  if (std::optional<llvm::StringRef> USR = O->getString("callable"))
-    V.Callable = dyn_cast_or_null<FunctionDecl>(Program.declarationOf(*USR));
+  V.CallablesKnown = O->getBoolean("callablesKnown").value_or(false);
+  if (const llvm::json::Array *USRs = O->getArray("callables"))
+    for (const llvm::json::Value &USR : *USRs) {
+      const auto *F = USR.getAsString()
+                          ? dyn_cast_or_null<FunctionDecl>(
+                                Program.declarationOf(*USR.getAsString()))
+                          : nullptr;
+      if (F)
+        V.Callables.push_back(F);
+      else
+        V.CallablesKnown = false; // a function this TU cannot name
+    }
   return V;
 }
 

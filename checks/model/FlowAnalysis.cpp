@@ -77,6 +77,12 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
       for (const Stmt *Source : V.GraphSources)
         OS << " " << Source->getStmtClassName() << "@" << SM.getPresumedLineNumber(Source->getBeginLoc()) << ":"
            << SM.getPresumedColumnNumber(Source->getBeginLoc());
+      if (!V.Callables.empty()) {
+        OS << (V.CallablesKnown ? " calls=" : " may-call=");
+        for (const FunctionDecl *F : V.Callables)
+          OS << SM.getPresumedLineNumber(F->getLocation()) << ":"
+             << SM.getPresumedColumnNumber(F->getLocation()) << " ";
+      }
       OS << "\n";
     });
   });

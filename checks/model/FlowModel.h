@@ -38,6 +38,11 @@ struct ResolvedCall {
   const Expr *ObjectExpr = nullptr;
 };
 
+/// The object a call of a type-erased callable goes through: the
+/// std::function (or other library functor) of `f(args)`, or the function
+/// pointer of a call without a direct callee; null for a direct call.
+const Expr *callableHolder(const CallExpr &Call);
+
 class FlowModel {
 public:
   /// The model of the code of \p Owner: a function's body, or a global's
@@ -81,6 +86,20 @@ public:
 
   /// The function \p Call runs and the argument for each of its parameters.
   ResolvedCall resolve(const Expr &Call) const;
+  /// The same, in state \p S: a call of a callable (a std::function, a
+  /// function pointer) that holds one known function runs that function.
+  ResolvedCall resolve(const Expr &Call, const State &S) const;
+  /// The user function a call of a callable runs in \p S, when it holds
+  /// exactly one; null for a direct call.
+  const FunctionDecl *callableTarget(const CallExpr &Call,
+                                     const State &S) const;
+  /// The user functions a call of a callable runs in \p S: the one it holds,
+  /// or, for the element of a range-for over a container of callables, each
+  /// one that some path stored in it; empty for a direct call.
+  llvm::SmallVector<const FunctionDecl *, 1>
+  possibleCallableTargets(const CallExpr &Call, const State &S) const;
+  /// The summary of the function \p Call runs in \p S; null when unknown.
+  const FunctionSummary *summaryAt(const Expr &Call, const State &S) const;
   /// Where, in the caller at \p Call, the callee's entry location \p InCallee
   /// lives: the argument for a parameter, the object's member for a member
   /// of `*this`, the same global.
@@ -152,6 +171,14 @@ private:
               SourceLocation Loc, State &St) const;
   void assignValue(const Location &L, QualType Type, const Expr *Init,
                    SourceLocation Loc, State &St) const;
+  /// An assignment `Target = Value`: a strong update, except for one element
+  /// of a container picked by index or key, which joins into the others.
+  void assignTo(const Expr &Target, const Expr *Value, SourceLocation Loc,
+                State &St) const;
+  /// Writes what a user function's summary says it returns, part by part,
+  /// into \p L when \p Value is a call of one; false otherwise.
+  bool assignCallResult(const Location &L, const Expr *Value,
+                        State &St) const;
   void transferCall(const CallExpr &Call, State &St) const;
   /// Whether \p E reads the location \p L.
   bool readsLocation(const Expr *E, const Location &L) const;

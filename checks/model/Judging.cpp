@@ -9,6 +9,7 @@
 
 #include "FlowAnalysis.h"
 #include "ProgramModel.h"
+#include "api/StdLibrary.h"
 #include "api/Training.h"
 #include "clang/AST/ExprCXX.h"
 #include <mutex>
@@ -84,7 +85,8 @@ static SiteContext contextAt(const FlowAnalysis &A, const Stmt &S,
 /// The functions a call runs whose obligations apply at it: its callee, and
 /// the lambdas it hands to a library function (std::for_each runs them).
 static llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 1>
-obligedCallees(const Stmt &S, ProgramModel &P) {
+obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
+  ProgramModel &P = M.program();
   llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 1> Out;
   const auto *E = dyn_cast<Expr>(&S);
   if (!E || !isa<CallExpr, CXXConstructExpr>(E))
@@ -92,7 +94,22 @@ obligedCallees(const Stmt &S, ProgramModel &P) {
   if (const auto *Call = dyn_cast<CallExpr>(E)) {
     if (P.callsClassUnderConstruction(*Call))
       return Out;
-    if (const FunctionDecl *FD = Call->getDirectCallee(); FD && isLibraryFunction(*FD)) {
+    if (const FunctionDecl *Target = M.callableTarget(*Call, St)) {
+      if (const FunctionSummary *Summary = P.summary(*Target))
+        Out.push_back({nullptr, Summary});
+      return Out;
+    }
+    // Each callable of a container that a range-for calls.
+    if (callableHolder(*Call)) {
+      for (const FunctionDecl *Target : M.possibleCallableTargets(*Call, St))
+        if (const FunctionSummary *Summary = P.summary(*Target))
+          Out.push_back({Target, Summary});
+      return Out;
+    }
+    if (const FunctionDecl *FD = Call->getDirectCallee();
+        FD && isLibraryFunction(*FD)) {
+      if (storesCallableArgument(*FD))
+        return Out;
       for (const Expr *Arg : Call->arguments())
         if (const auto *Lambda =
                 dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit()))
@@ -154,10 +171,10 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       }
     }
     // The obligations of the functions it calls.
-    for (const auto &[Lambda, Summary] : obligedCallees(S, *this)) {
+    for (const auto &[Lambda, Summary] : obligedCallees(S, M, St)) {
       if (Summary->Obligations.empty())
         continue;
-      ResolvedCall Resolved = M.resolve(cast<Expr>(S));
+      ResolvedCall Resolved = M.resolve(cast<Expr>(S), St);
       if (Lambda) {
         Resolved.Callee = Lambda;
         Resolved.Arguments.clear();
@@ -354,7 +371,7 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     S.MayRunOpaqueBackward |= mayTrain(*Call);
     if (isSynchronizeCall(*Call, options()))
       S.MaySynchronize = true;
-    else if (const FunctionSummary *Inner = summaryForCall(*Call))
+    else if (const FunctionSummary *Inner = A.model().summaryAt(*Call, Before))
       S.MaySynchronize |= Inner->MaySynchronize;
   });
   return S;

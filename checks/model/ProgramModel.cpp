@@ -8,6 +8,7 @@
 
 #include "ProgramModel.h"
 #include "FlowAnalysis.h"
+#include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "support/UserCodeParents.h"
 #include "support/UserCodeTraversal.h"
@@ -114,8 +115,9 @@ public:
       llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 2>> &Out,
       llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 1>>
           &Creations,
-      ProgramModel &Program)
-      : Out(Out), Creations(Creations), Program(Program) {}
+      std::vector<CallSite> &CallableCalls, ProgramModel &Program)
+      : Out(Out), Creations(Creations), CallableCalls(CallableCalls),
+        Program(Program) {}
   bool shouldVisitTemplateInstantiations() const { return true; }
   bool shouldVisitImplicitCode() const { return true; }
 
@@ -152,6 +154,8 @@ public:
     return true;
   }
   bool VisitCallExpr(CallExpr *Call) {
+    if (Caller && callableHolder(*Call))
+      CallableCalls.push_back({Call, Caller});
     const FunctionDecl *FD = Call->getDirectCallee();
     if (!FD)
       return true;
@@ -167,7 +171,7 @@ public:
       return true;
     }
     add(FD, Call);
-    if (isLibraryFunction(*FD))
+    if (isLibraryFunction(*FD) && !storesCallableArgument(*FD))
       for (const Expr *Arg : Call->arguments())
         if (const auto *Lambda =
                 dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit()))
@@ -221,6 +225,7 @@ private:
   llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 2>> &Out;
   llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 1>>
       &Creations;
+  std::vector<CallSite> &CallableCalls;
   ProgramModel &Program;
   const FunctionDecl *Caller = nullptr;
 };
@@ -237,7 +242,7 @@ void ProgramModel::buildCallGraph() {
   ReferenceCounter Counter(NonCallReferences);
   for (Decl *D : UserDecls)
     Counter.TraverseDecl(D);
-  SiteCollector Collector(Sites, LambdaCreations, *this);
+  SiteCollector Collector(Sites, LambdaCreations, CallableCalls, *this);
   for (Decl *D : UserDecls)
     Collector.TraverseDecl(D);
 
@@ -404,7 +409,8 @@ static const CXXRecordDecl *thisClass(const FunctionDecl &F) {
 static bool isTrackedType(QualType T) {
   T = T.getNonReferenceType();
   return isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
-         isTensorOptionsType(T) || T->isBooleanType() || T->isIntegerType();
+         isTensorOptionsType(T) || T->isBooleanType() || T->isIntegerType() ||
+         isCallableType(T);
 }
 
 /// "Whatever \p D held at entry": a device is the symbolic device it names.

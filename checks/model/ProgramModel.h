@@ -139,6 +139,10 @@ public:
   llvm::ArrayRef<CallSite> callSitesOf(const FunctionDecl &Callee);
   /// Where the lambda whose call operator is \p Op is written.
   llvm::ArrayRef<CallSite> creationSitesOf(const FunctionDecl &Op);
+  /// The calls of callables (std::function, function pointers) that may
+  /// run \p F in their caller's context analysis: some path stored F in
+  /// what they call.
+  llvm::SmallVector<CallSite, 2> callableCallSitesOf(const FunctionDecl &F);
   /// Whether the user code refers to \p F other than by calling it.
   bool isAddressTaken(const FunctionDecl &F);
   bool isRecursive(const FunctionDecl &F);
@@ -243,6 +247,9 @@ private:
   /// it (it is stored in a std::function, handed to user code).
   llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 1>>
       LambdaCreations;
+  /// Every call of a callable (a std::function, a function pointer), in
+  /// source order.
+  std::vector<CallSite> CallableCalls;
   llvm::DenseMap<const FunctionDecl *, unsigned> NonCallReferences;
   llvm::DenseSet<const FunctionDecl *> Recursive;
   bool HasMain = false;

@@ -307,6 +307,65 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
   St.set(L, F);
 }
 
+/// Whether \p Target names one element of a container, picked by index or
+/// key (`v[i]`, `m.at(k)`, `v.back()`): one of the elements that the
+/// container's element location stands for.
+static bool namesOneElement(const Expr &Target) {
+  const auto *Call = dyn_cast<CallExpr>(Target.IgnoreParenImpCasts());
+  const auto *Method =
+      Call ? dyn_cast_or_null<CXXMethodDecl>(Call->getDirectCallee()) : nullptr;
+  return Method &&
+         containerRecord(QualType(Method->getParent()->getTypeForDecl(), 0));
+}
+
+/// Whether a container that \p Part lies in holds no element yet in \p S.
+static bool holdsNoElement(const State &S, Location Part) {
+  for (; Part.Depth; Part = Part.parent())
+    if (Part.last().isElement())
+      if (const ValueFacts *Elements = S.lookup(Part); Elements && Elements->Empty)
+        return true;
+  return false;
+}
+
+void FlowModel::assignTo(const Expr &Target, const Expr *Value,
+                         SourceLocation Loc, State &St) const {
+  Location L = locationOf(&Target);
+  if (!L || !namesOneElement(Target)) {
+    assign(L, Target.getType(), Value, Loc, St);
+    return;
+  }
+  // The other elements keep what they held: the element location holds
+  // what either may.
+  const State Before = St;
+  assign(L, Target.getType(), Value, Loc, St);
+  llvm::SmallVector<Location, 4> Written = St.tree(L);
+  for (const Location &Part : Before.tree(L))
+    if (!llvm::is_contained(Written, Part))
+      Written.push_back(Part);
+  for (const Location &Part : Written) {
+    const ValueFacts *Old = Before.lookup(Part);
+    const ValueFacts *New = St.lookup(Part);
+    if (!Old && New && holdsNoElement(Before, Part))
+      continue; // the first element written
+    if (Old && New)
+      St.set(Part, joinFacts(*Old, *New));
+    else
+      St.forget(Part);
+  }
+}
+
+bool FlowModel::assignCallResult(const Location &L, const Expr *Value,
+                                 State &St) const {
+  const auto *Call = dyn_cast_or_null<CallExpr>(Value);
+  const FunctionSummary *Summary = Call ? summaryAt(*Call, St) : nullptr;
+  if (!Summary)
+    return false;
+  ResolvedCall Resolved = resolve(*Call, St);
+  St.forgetTree(L);
+  applySummary(Resolved, *Summary, L, St);
+  return true;
+}
+
 void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
                        SourceLocation Loc, State &St) const {
   if (!L)
@@ -361,7 +420,8 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       St.set(Elements, Joined);
       return;
     }
-    St.forgetTree(L);
+    if (!assignCallResult(L, Stripped, St))
+      St.forgetTree(L);
     return;
   }
 
@@ -409,22 +469,17 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       }
       return;
     }
-    // A user function's result: what its summary says of each part.
-    if (const auto *Call = dyn_cast<CallExpr>(Stripped);
-        Call && (isTupleLike(Type) || (RD && !isTensorType(Type) &&
-                                       !isModuleHandleType(Type) &&
-                                       !isDeviceType(Type) &&
-                                       !isTensorOptionsType(Type))))
-      if (const FunctionSummary *Summary = Program.summaryForCall(*Call)) {
-        St.forgetTree(L);
-        applySummary(resolve(*Call), *Summary, L, St);
-        return;
-      }
+    if ((isTupleLike(Type) || (RD && !isTensorType(Type) &&
+                               !isModuleHandleType(Type) &&
+                               !isDeviceType(Type) &&
+                               !isTensorOptionsType(Type))) &&
+        assignCallResult(L, Stripped, St))
+      return;
     // A user class built here: what its constructor does to its members.
     if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
         Construct && RD && !isTensorType(Type) && !isModuleHandleType(Type) &&
         !isDeviceType(Type) && !isTensorOptionsType(Type) &&
-        !isTupleLike(Type)) {
+        !isTupleLike(Type) && !isCallableType(Type)) {
       transferConstruction(*Construct, L, St);
       return;
     }
@@ -519,8 +574,7 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
   }
   if (const auto *BO = dyn_cast<BinaryOperator>(&S)) {
     if (BO->getOpcode() == BO_Assign)
-      assign(locationOf(BO->getLHS()), BO->getLHS()->getType(), BO->getRHS(),
-             BO->getExprLoc(), St);
+      assignTo(*BO->getLHS(), BO->getRHS(), BO->getExprLoc(), St);
     else if (BO->isCompoundAssignmentOp())
       St.forget(locationOf(BO->getLHS()));
     return;
@@ -535,7 +589,7 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
     if (K == OO_Equal && Op->getNumArgs() == 2) {
       Location L = locationOf(Op->getArg(0));
       bool Update = L && readsLocation(Op->getArg(1), L);
-      assign(L, Op->getArg(0)->getType(), Op->getArg(1), Op->getExprLoc(), St);
+      assignTo(*Op->getArg(0), Op->getArg(1), Op->getExprLoc(), St);
       // `total = total + loss`: the new value keeps the old one's graph, and
       // this update's: an accumulation.
       if (Update && isTensorType(Op->getArg(0)->getType()))
@@ -697,3 +751,4 @@ void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
 }
 
 } // namespace clang::tidy::torch
+

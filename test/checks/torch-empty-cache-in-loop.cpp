@@ -2,6 +2,10 @@
 
 #include <torch/torch.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace alloc = c10::cuda::CUDACachingAllocator;
 
@@ -93,4 +97,45 @@ void unrelated_function_of_same_name(int steps) {
 void suppressed(int steps) {
   for (int i = 0; i < steps; ++i)
     c10::cuda::CUDACachingAllocator::emptyCache(); // NOLINT(torch-empty-cache-in-loop)
+}
+
+// Callables: what a std::function, a function pointer or a container of
+// callbacks holds is a fact of the value; the call runs it.
+std::vector<std::function<void()>> make_epoch_hooks() {
+  std::vector<std::function<void()>> hooks;
+  hooks.push_back([] { train_step(); });
+  hooks.push_back([] {
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'emptyCache()' inside a loop
+    // CHECK-MESSAGES: :[[@LINE-3]]:19: note: called through this lambda
+  });
+  return hooks;
+}
+
+void run_every_hook_per_epoch(int epochs) {
+  auto hooks = make_epoch_hooks();
+  for (int e = 0; e < epochs; ++e)
+    for (auto &hook : hooks)
+      hook();
+}
+
+void release_cache() { c10::cuda::CUDACachingAllocator::emptyCache(); }
+// CHECK-MESSAGES: :[[@LINE-1]]:24: warning: 'emptyCache()' inside a loop
+
+void through_function_pointer(int steps) {
+  void (*after_step)() = &release_cache;
+  for (int i = 0; i < steps; ++i) {
+    train_step();
+    after_step();
+  }
+}
+
+// An element picked by key may be any of the map's callbacks: unknown.
+void hook_picked_by_key(int steps) {
+  std::map<std::string, std::function<void()>> hooks;
+  hooks["log"] = [] { train_step(); };
+  hooks["release"] = [] { c10::cuda::CUDACachingAllocator::emptyCache(); };
+  for (int i = 0; i < steps; ++i)
+    hooks.at("log")();
+  hooks.at("release")();
 }

@@ -47,7 +47,7 @@ void param_pos_fit(int steps, const std::function<void()> &after_step) {
 void param_pos() {
   param_pos_fit(100, [] {
     c10::cuda::CUDACachingAllocator::emptyCache();
-    // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+    // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-in-loop]
   });
 }
 
@@ -76,7 +76,7 @@ class member_pos_Trainer {
 public:
   member_pos_Trainer() : on_step_([] {
     c10::cuda::CUDACachingAllocator::emptyCache();
-    // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+    // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-in-loop]
   }) {}
   void fit(int steps) {
     for (int i = 0; i < steps; ++i) {
@@ -117,7 +117,7 @@ void container_pos(int steps) {
   std::map<std::string, std::function<void()>> hooks;
   hooks["after_step"] = [] {
     c10::cuda::CUDACachingAllocator::emptyCache();
-    // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+    // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-in-loop]
   };
   for (int i = 0; i < steps; ++i) {
     train_step();
