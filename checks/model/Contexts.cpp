@@ -114,6 +114,7 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   if (Sites.empty() || Escapes) {
     if (External) {
       External->Root = false;
+      External->CalledFromOtherTUsOnly = !Escapes;
       // The callers in other TUs seldom name this object's members: where
       // they know nothing of one, the class state stands.
       State Merged = C.Entry;

@@ -160,6 +160,23 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         Out.Match = std::move(Match);
         Out.Context = ContextHere();
         Found->push_back(std::move(Out));
+      } else if (V == Verdict::Callers && Found && Entry &&
+                 Entry->CalledFromOtherTUsOnly) {
+        // The callers in other TUs left this statement to this TU (see
+        // below): it is judged in their joined context.
+        SiteContext AtCallers;
+        AtCallers.Path = Entry->Entry.path();
+        AtCallers.Loop = Entry->Loop;
+        SiteContext Composed = compose(ContextHere(), AtCallers);
+        if (R->judge(Match, Composed) == Verdict::Violated) {
+          Violation Out;
+          Out.Kind = R;
+          Out.Analysis = &A;
+          Out.Site = &S;
+          Out.Match = std::move(Match);
+          Out.Context = std::move(Composed);
+          Found->push_back(std::move(Out));
+        }
       } else if (V == Verdict::Callers && Lifted) {
         Obligation O;
         O.Kind = R;

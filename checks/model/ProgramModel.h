@@ -80,6 +80,9 @@ struct EntryContext {
   /// The function has no caller in the program: its entry is the program's
   /// (main), or unknown.
   bool Root = true;
+  /// Every caller is in another TU (an audit's summaries): what they leave
+  /// to their callee is judged here, at the callee.
+  bool CalledFromOtherTUsOnly = false;
   /// The first call that does not check CUDA availability, for notes.
   const Expr *UncheckedCall = nullptr;
   /// A call made on every iteration of a training loop, and in a loop.

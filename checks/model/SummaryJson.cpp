@@ -268,6 +268,13 @@ void ExternalSummaries::finishEntries() {
             LoopJSON = *Loop;
         }
         InLoop |= (Loop && Loop->get("loop")) || CallerInLoop;
+        // The first loop met names where the callee repeats, for notes.
+        if (!LoopJSON.get("loop")) {
+          if (Loop && Loop->get("loop"))
+            LoopJSON["loop"] = *Loop->get("loop");
+          else if (CallerInLoop)
+            LoopJSON["loop"] = *Next.find(Caller)->second.LoopJSON.get("loop");
+        }
         llvm::json::Array Values;
         if (const llvm::json::Array *Vs = C->getArray("values"))
           for (const llvm::json::Value &V : *Vs)
