@@ -21,7 +21,7 @@ public:
   bool match(const Stmt &S, const FlowModel &M, const State &St,
              RequirementMatch &Out) const override {
     llvm::SmallVector<const Expr *, 2> Reads;
-    M.hostReadOperands(S, Reads);
+    M.hostReadsAt(S, St, Reads);
     for (const Expr *Read : Reads) {
       ValueFacts F = M.evaluate(Read, St);
       if (F.PendingCopy.isInvalid())
@@ -59,7 +59,9 @@ void NonBlockingD2HRaceCheck::report(const Violation &V, ProgramModel &Program) 
   const Operand &Read = V.Match.Operands[0];
   SourceLocation Loc =
       Read.Source ? Read.Source->getBeginLoc() : locationOf(V, false);
-  if (!firstAt(Loc))
+  if (!CopiesReported.insert({Read.Facts.PendingCopy, &V.Analysis->model().owner()})
+           .second ||
+      !firstAt(Loc))
     return;
   std::string Name = nameOf(Read, Program.context(), "the tensor");
   diag(Loc, "%0 is read on the host before the non-blocking device-to-host "

@@ -20,6 +20,9 @@ public:
 private:
   void report(const Violation &V, ProgramModel &Program) override;
   const StringRef RawExtraSyncFunctions;
+  /// A copy is reported at its first read in each function; later reads
+  /// race the same copy.
+  llvm::DenseSet<std::pair<SourceLocation, const Decl *>> CopiesReported;
 };
 
 } // namespace clang::tidy::torch

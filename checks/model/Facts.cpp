@@ -144,9 +144,12 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   R.ModeLayers = A.ModeLayers == B.ModeLayers ? A.ModeLayers : Tri::Unknown;
   R.HasParameters =
       A.HasParameters == B.HasParameters ? A.HasParameters : Tri::Unknown;
-  // A copy counts as pending only when it is pending on every path.
-  if (A.PendingCopy == B.PendingCopy) {
-    R.PendingCopy = A.PendingCopy;
+  // A copy counts as pending only when it is pending on every path; paths
+  // that started different copies name the first in the source.
+  if (A.PendingCopy.isValid() && B.PendingCopy.isValid()) {
+    bool AFirst = A.PendingCopy == B.PendingCopy ||
+                  A.PendingCopy.getRawEncoding() < B.PendingCopy.getRawEncoding();
+    R.PendingCopy = AFirst ? A.PendingCopy : B.PendingCopy;
     R.PendingVia = A.PendingVia == B.PendingVia ? A.PendingVia : nullptr;
   }
   R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;

@@ -132,6 +132,10 @@ public:
   /// function outside LibTorch and the standard library.
   static void hostReadOperands(const Stmt &S,
                                llvm::SmallVectorImpl<const Expr *> &Out);
+  /// The same, in state \p St: a user function that may synchronise is not
+  /// taken to read the tensors handed to it (it may wait for them first).
+  void hostReadsAt(const Stmt &S, const State &St,
+                   llvm::SmallVectorImpl<const Expr *> &Out) const;
 
   /// The function analysed; null for a global's initialiser.
   const FunctionDecl *function() const { return Function; }

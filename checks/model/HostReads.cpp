@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FlowModel.h"
+#include "Summary.h"
 #include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/ExprCXX.h"
@@ -115,6 +116,22 @@ static const Expr *hostReadOperandOf(const Stmt &S) {
           return Op->getArg(I)->IgnoreParenImpCasts();
   }
   return nullptr;
+}
+
+void FlowModel::hostReadsAt(const Stmt &S, const State &St,
+                            llvm::SmallVectorImpl<const Expr *> &Out) const {
+  size_t Before = Out.size();
+  hostReadOperands(S, Out);
+  const auto *Call = dyn_cast<CallExpr>(&S);
+  const FunctionSummary *Summary = Call ? summaryAt(*Call, St) : nullptr;
+  if (!Summary || !Summary->MaySynchronize)
+    return;
+  auto Handed = [&](const Expr *Read) {
+    return llvm::any_of(Call->arguments(), [&](const Expr *Arg) {
+      return stripConversions(Arg) == Read;
+    });
+  };
+  Out.erase(std::remove_if(Out.begin() + Before, Out.end(), Handed), Out.end());
 }
 
 } // namespace clang::tidy::torch

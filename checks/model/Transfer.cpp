@@ -514,19 +514,6 @@ void FlowModel::appendToContainer(const Location &Container, const Expr *Value,
 }
 
 void FlowModel::transfer(const Stmt &S, State &St) const {
-  // A read of a pending copy's result is reported once: later reads are
-  // not the first.
-  llvm::SmallVector<const Expr *, 2> Reads;
-  hostReadOperands(S, Reads);
-  for (const Expr *Read : Reads)
-    if (Location L = locationOf(Read))
-      if (const ValueFacts *F = St.lookup(L); F && F->PendingCopy.isValid()) {
-        ValueFacts Done = *F;
-        Done.PendingCopy = SourceLocation();
-        Done.PendingVia = nullptr;
-        St.set(L, Done);
-      }
-
   if (const auto *E = dyn_cast<Expr>(&S);
       E && (isa<DeclRefExpr, StringLiteral>(E))) {
     DeviceLiteralKind Kind = classifyDeviceLiteral(*E);
