@@ -359,6 +359,9 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
     }
     if (InCallee.Device.Entry)
       R.DeviceUnset = Caller.DeviceUnset;
+    // A value with no graph keeps none alive, whatever the callee added.
+    if (R.Graph.Value == GraphState::NoGraph)
+      R.GraphSources.clear();
     return R;
   }
   if (InCallee.PendingCopy.isValid() && Call.Callee)

@@ -602,6 +602,14 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
         Acc.Graph = {GraphState::InGraph, Op->getExprLoc()};
         if (K == OO_PlusEqual && !llvm::is_contained(Acc.GraphSources, &S))
           Acc.GraphSources.push_back(&S);
+      } else if (Rhs.Graph.Value == GraphState::Unknown && Rhs.Graph.Entry &&
+                 Acc.Graph.Value != GraphState::InGraph) {
+        // What the callers hand over decides: a value on a graph makes the
+        // sum keep it (the caller's facts replace the entry tag; a value
+        // with no graph drops the sources again, see instantiate()).
+        Acc.Graph = Rhs.Graph;
+        if (K == OO_PlusEqual && !llvm::is_contained(Acc.GraphSources, &S))
+          Acc.GraphSources.push_back(&S);
       } else if (Rhs.Graph.Value != Acc.Graph.Value) {
         Acc.Graph = {};
       }
