@@ -86,7 +86,6 @@ void TensorToDiscardedCheck::registerMatchers(MatchFinder *Finder) {
           callee(cxxMethodDecl(hasAnyName(Names), ofClass(TensorClass),
                                returns(hasCanonicalType(
                                    recordType(hasDeclaration(TensorClass)))))),
-          unless(isInUserTemplateInstantiation()),
           unless(isExpansionInSystemHeader()))
           .bind("call"),
       this);
@@ -99,7 +98,7 @@ void TensorToDiscardedCheck::check(const MatchFinder::MatchResult &Result) {
     return;
   const auto *Member = dyn_cast<MemberExpr>(Call->getCallee()->IgnoreParens());
   const Expr *Object = Call->getImplicitObjectArgument();
-  if (!Member || !Object)
+  if (!Member || !Object || !Reported.insert(Call->getBeginLoc()).second)
     return;
 
   const SourceManager &SM = *Result.SourceManager;

@@ -5,6 +5,7 @@
 
 #include "clang-tidy/ClangTidyCheck.h"
 #include "support/UserCodeTraversal.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace clang::tidy::torch {
 
@@ -28,6 +29,8 @@ private:
   UserCodeTraversal UserCode;
   /// Further `at::Tensor` methods, by plain name, that return a converted copy.
   const StringRef ExtraConversionMethods;
+  /// A call of a template is met in each instantiation: reported once.
+  llvm::DenseSet<SourceLocation> Reported;
 };
 
 } // namespace clang::tidy::torch

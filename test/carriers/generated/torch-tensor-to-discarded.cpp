@@ -109,7 +109,7 @@ void lambda_neg(torch::Tensor x) {
 // positive
 template <typename T> void template_pos_upload(T &value) {
   value.cuda();
-  // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+  // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-tensor-to-discarded]
 }
 void template_pos(torch::Tensor &x) { template_pos_upload(x); }
 
