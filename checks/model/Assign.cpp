@@ -1,0 +1,284 @@
+//===--- Assign.cpp - torch-tidy ------------------------------------------===//
+//
+// FlowModel's writes: a declaration or an assignment writes the value of its
+// initialiser into a location, part by part for containers, tuples, pairs
+// and aggregates, and through a user function's summary for what it
+// returns. One element of a container picked by index or key joins into the
+// element location that stands for all of them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "api/Devices.h"
+#include "api/StdLibrary.h"
+#include "api/TorchMatchers.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+
+namespace clang::tidy::torch {
+
+//===--- Writes ------------------------------------------------------------===//
+
+/// What a scalar written on a path proves: its own implications, and, when
+/// it is a constant, the path's facts (`use_cuda = true;` under an
+/// availability check).
+static ScalarFacts withPath(ScalarFacts F, const PathFacts &P) {
+  Implication Here{P.Cuda == CudaGuard::Checked, P.CountAtLeast};
+  // A value that is never true (false) on this path implies anything when
+  // true (false).
+  const Implication Vacuous{true, EveryDevice};
+  if (F.Known) {
+    F.IfTrue = *F.Known ? Here : Vacuous;
+    F.IfFalse = *F.Known ? Vacuous : Here;
+  }
+  return F;
+}
+
+void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
+                            SourceLocation Loc, State &St) const {
+  Type = Type.getNonReferenceType();
+  ValueFacts F;
+  if (isModuleHandleType(Type) && !Init) {
+    // `Net net;`: a module built here.
+    if (const CXXRecordDecl *RD = Type->getAsCXXRecordDecl(); RD && !Type->isPointerType()) {
+      const ModuleClassFacts &Class = Program.moduleClassFacts(Type);
+      if (!Class.ConstructorMoves)
+        F.Device = {DeviceValue::cpu(), Loc};
+      F.HasParameters = Class.HasParameters;
+      F.ModeLayers = Class.ModeLayers;
+      F.Mode = {ModuleMode::Train, Loc};
+    }
+    St.forgetTree(L);
+    St.set(L, F);
+    return;
+  }
+  if (Init)
+    F = evaluate(Init, St);
+  if (isModuleHandleType(Type) && Init) {
+    const Expr *Stripped = Init->IgnoreImplicit();
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
+        Construct && !Construct->getConstructor()->isCopyOrMoveConstructor())
+      F = evaluateConstruction(*Construct, St);
+    else if (const auto *Call = dyn_cast<CallExpr>(Stripped))
+      if (const FunctionDecl *FD = Call->getDirectCallee();
+          FD && FD->getIdentifier() &&
+          (FD->getName() == "make_shared" || FD->getName() == "make_unique") &&
+          FD->isInStdNamespace()) {
+        // std::make_shared<Net>(...): a module built here.
+        const ModuleClassFacts &Class = Program.moduleClassFacts(Type);
+        F = ValueFacts();
+        if (!Class.ConstructorMoves)
+          F.Device = {DeviceValue::cpu(), Loc};
+        F.HasParameters = Class.HasParameters;
+        F.ModeLayers = Class.ModeLayers;
+        F.Mode = {ModuleMode::Train, Loc};
+      }
+  }
+  // A device variable that holds no constant is named after itself.
+  if (isDeviceType(Type) && Init &&
+      (!F.Device.Value.isKnown() || F.Device.Value.isSymbolic()) &&
+      !F.Device.Entry)
+    if (const NamedDecl *Holder = L.Depth ? static_cast<const NamedDecl *>(
+                                                L.last().asField())
+                                          : L.Root)
+      F.Device = {DeviceValue::symbolic(Holder), Loc};
+  if (Type->isBooleanType() || Type->isIntegerType())
+    F.Scalar = withPath(F.Scalar, St.path());
+  // backward() runs on this value later: LibTorch requires a graph.
+  if (L.Kind == Location::Local && !L.Depth && isTensorType(Type) &&
+      F.Graph.Value == GraphState::Unknown)
+    if (const CallExpr *Backward = BackwardReceivers.lookup(L.Root))
+      F.Graph = {GraphState::InGraph, Backward->getExprLoc()};
+  if (!isTensorType(Type)) {
+    F.PendingCopy = SourceLocation();
+    F.PendingVia = nullptr;
+  }
+  // A default-constructed tensor, or an empty holder, holds nothing yet.
+  if (!Init && (isTensorType(Type) || containerRecord(Type)))
+    F.Empty = true;
+  St.forgetTree(L);
+  St.set(L, F);
+}
+
+/// Whether \p Target names one element of a container, picked by index or
+/// key (`v[i]`, `m.at(k)`, `v.back()`): one of the elements that the
+/// container's element location stands for.
+static bool namesOneElement(const Expr &Target) {
+  const auto *Call = dyn_cast<CallExpr>(Target.IgnoreParenImpCasts());
+  const auto *Method =
+      Call ? dyn_cast_or_null<CXXMethodDecl>(Call->getDirectCallee()) : nullptr;
+  return Method &&
+         containerRecord(QualType(Method->getParent()->getTypeForDecl(), 0));
+}
+
+/// Whether a container that \p Part lies in holds no element yet in \p S.
+static bool holdsNoElement(const State &S, Location Part) {
+  for (; Part.Depth; Part = Part.parent())
+    if (Part.last().isElement())
+      if (const ValueFacts *Elements = S.lookup(Part); Elements && Elements->Empty)
+        return true;
+  return false;
+}
+
+void FlowModel::assignTo(const Expr &Target, const Expr *Value,
+                         SourceLocation Loc, State &St) const {
+  Location L = locationOf(&Target);
+  if (!L || !namesOneElement(Target)) {
+    assign(L, Target.getType(), Value, Loc, St);
+    return;
+  }
+  // The other elements keep what they held: the element location holds
+  // what either may.
+  const State Before = St;
+  assign(L, Target.getType(), Value, Loc, St);
+  llvm::SmallVector<Location, 4> Written = St.tree(L);
+  for (const Location &Part : Before.tree(L))
+    if (!llvm::is_contained(Written, Part))
+      Written.push_back(Part);
+  for (const Location &Part : Written) {
+    const ValueFacts *Old = Before.lookup(Part);
+    const ValueFacts *New = St.lookup(Part);
+    if (!Old && New && holdsNoElement(Before, Part))
+      continue; // the first element written
+    if (Old && New)
+      St.set(Part, joinFacts(*Old, *New));
+    else
+      St.forget(Part);
+  }
+}
+
+bool FlowModel::assignCallResult(const Location &L, const Expr *Value,
+                                 State &St) const {
+  const auto *Call = dyn_cast_or_null<CallExpr>(Value);
+  const FunctionSummary *Summary = Call ? summaryAt(*Call, St) : nullptr;
+  if (!Summary)
+    return false;
+  ResolvedCall Resolved = resolve(*Call, St);
+  St.forgetTree(L);
+  applySummary(Resolved, *Summary, L, St);
+  return true;
+}
+
+void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
+                       SourceLocation Loc, State &St) const {
+  if (!L)
+    return;
+  // The whole object changes, parts included; each branch below reads the
+  // value before it forgets the old one.
+  Type = Type.getNonReferenceType();
+  const Expr *Stripped = Init ? Init->IgnoreImplicit() : nullptr;
+  if (const auto *EWC = dyn_cast_or_null<ExprWithCleanups>(Stripped))
+    Stripped = EWC->getSubExpr()->IgnoreImplicit();
+  // `Losses{total}`: the braced list.
+  if (const auto *Cast = dyn_cast_or_null<CXXFunctionalCastExpr>(Stripped))
+    Stripped = Cast->getSubExpr()->IgnoreImplicit();
+  // `auto h2 = h;`, `return h;`: a copy or a move of a container or a
+  // struct has the parts of its source. (A module handle shares its module,
+  // and the values below are read whole.)
+  if (const auto *Copy = dyn_cast_or_null<CXXConstructExpr>(Stripped);
+      Copy && Copy->getConstructor()->isCopyOrMoveConstructor() &&
+      Copy->getNumArgs() >= 1 && !isModuleHandleType(Type) &&
+      !isTensorType(Type) && !isDeviceType(Type) && !isTensorOptionsType(Type))
+    Stripped = Copy->getArg(0)->IgnoreImplicit();
+
+  // A container: its elements, from an initialiser list or a copy.
+  if (containerRecord(Type)) {
+    Location Elements = L.child(Selector::element());
+    if (Stripped)
+      if (Location From = locationOf(Stripped)) {
+        St.copyTree(From, L);
+        return;
+      }
+    const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Stripped);
+    if (!Stripped || (Construct && Construct->getNumArgs() == 0)) {
+      ValueFacts Nothing;
+      Nothing.Empty = true;
+      St.forgetTree(L);
+      St.set(Elements, Nothing);
+      return;
+    }
+    const InitListExpr *List = nullptr;
+    if (Construct && Construct->getNumArgs() >= 1)
+      if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(
+              Construct->getArg(0)->IgnoreImplicit()))
+        List = dyn_cast<InitListExpr>(Std->getSubExpr()->IgnoreImplicit());
+    if (!List)
+      List = dyn_cast<InitListExpr>(Stripped);
+    if (List) {
+      ValueFacts Joined;
+      Joined.Empty = true;
+      for (const Expr *E : List->inits())
+        Joined = joinFacts(Joined, evaluate(E, St));
+      St.forgetTree(L);
+      St.set(Elements, Joined);
+      return;
+    }
+    if (!assignCallResult(L, Stripped, St))
+      St.forgetTree(L);
+    return;
+  }
+
+  // A pair, a tuple or an aggregate: part by part.
+  if (Stripped) {
+    if (Location From = locationOf(Stripped)) {
+      if (From != L)
+        St.copyTree(From, L);
+
+      if (!isTupleLike(Type) && !Type->isRecordType())
+        assignValue(L, Type, Init, Loc, St);
+      else if (const ValueFacts *Whole = St.lookup(From))
+        St.set(L, *Whole);
+      return;
+    }
+    llvm::SmallVector<const Expr *, 4> Parts;
+    const CXXRecordDecl *RD = Type->getAsCXXRecordDecl();
+    if (const auto *Call = dyn_cast<CallExpr>(Stripped)) {
+      const FunctionDecl *FD = Call->getDirectCallee();
+      if (FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+          (FD->getName() == "make_tuple" || FD->getName() == "make_pair" ||
+           FD->getName() == "forward_as_tuple"))
+        Parts.assign(Call->arg_begin(), Call->arg_end());
+    } else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped)) {
+      if (isTupleLike(Type) && Construct->getNumArgs() >= 2)
+        Parts.assign(Construct->arg_begin(), Construct->arg_end());
+    } else if (const auto *List = dyn_cast<InitListExpr>(Stripped)) {
+      if (RD && (RD->isAggregate() || isTupleLike(Type)))
+        Parts.assign(List->inits().begin(), List->inits().end());
+    }
+    if (!Parts.empty() && RD) {
+      St.forgetTree(L);
+      if (isStdClass(RD, "tuple")) {
+        for (unsigned I = 0; I < Parts.size(); ++I)
+          assign(L.child(Selector::tupleElement(I)), Parts[I]->getType(),
+                 Parts[I], Loc, St);
+        return;
+      }
+      unsigned I = 0;
+      for (const FieldDecl *Field : RD->fields()) {
+        if (I >= Parts.size())
+          break;
+        assign(L.child(Selector::field(Field)), Field->getType(), Parts[I++],
+               Loc, St);
+      }
+      return;
+    }
+    if ((isTupleLike(Type) || (RD && !isTensorType(Type) &&
+                               !isModuleHandleType(Type) &&
+                               !isDeviceType(Type) &&
+                               !isTensorOptionsType(Type))) &&
+        assignCallResult(L, Stripped, St))
+      return;
+    // A user class built here: what its constructor does to its members.
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
+        Construct && RD && !isTensorType(Type) && !isModuleHandleType(Type) &&
+        !isDeviceType(Type) && !isTensorOptionsType(Type) &&
+        !isTupleLike(Type) && !isCallableType(Type)) {
+      transferConstruction(*Construct, L, St);
+      return;
+    }
+  }
+  assignValue(L, Type, Init, Loc, St);
+}
+
+} // namespace clang::tidy::torch
