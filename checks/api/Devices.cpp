@@ -261,4 +261,18 @@ bool isDeviceSelector(const FunctionDecl &FD, const TorchApiOptions &Opts) {
   return matchesNameList(FD, Opts.DeviceSelectorFunctions);
 }
 
+bool isDeviceLiteral(const Expr *E) {
+  if (isa<StringLiteral>(E))
+    return true;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    return isDeviceTypeEnum(Ref->getType()) &&
+           (isa<EnumConstantDecl>(Ref->getDecl()) ||
+            (isa<VarDecl>(Ref->getDecl()) &&
+             cast<VarDecl>(Ref->getDecl())->isConstexpr()));
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E))
+    return isDeviceType(Construct->getType()) && Construct->getNumArgs() >= 1 &&
+           !isDeviceType(Construct->getArg(0)->getType());
+  return false;
+}
+
 } // namespace clang::tidy::torch

@@ -59,6 +59,10 @@ DeviceLiteralUse classifyDeviceLiteralUse(const Expr &Literal,
 /// std::string constructors around a device literal.
 const Expr *stripToDeviceLiteral(const Expr *E);
 
+/// A device written out in place: a string, a DeviceType enumerator or
+/// constant, `torch::Device(type, ...)`.
+bool isDeviceLiteral(const Expr *E);
+
 } // namespace clang::tidy::torch
 
 #endif // TORCH_TIDY_API_DEVICES_H
