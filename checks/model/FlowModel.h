@@ -38,6 +38,10 @@ struct ResolvedCall {
   const Expr *ObjectExpr = nullptr;
 };
 
+/// The function a direct call runs: its callee, or for a virtual call its
+/// target when that is certain; null otherwise.
+const FunctionDecl *certainCallee(const CallExpr &Call);
+
 /// The object a call of a type-erased callable goes through: the
 /// std::function (or other library functor) of `f(args)`, or the function
 /// pointer of a call without a direct callee; null for a direct call.

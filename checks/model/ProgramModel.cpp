@@ -548,25 +548,7 @@ const FunctionSummary *ProgramModel::summaryForCall(const Expr &E) {
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(&E)) {
     Callee = Construct->getConstructor();
   } else if (const auto *Call = dyn_cast<CallExpr>(&E)) {
-    Callee = Call->getDirectCallee();
-    if (!Callee)
-      return nullptr;
-    if (const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
-        Method && Method->isVirtual()) {
-      const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
-      const auto *ME =
-          Member ? dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens())
-                 : nullptr;
-      const CXXMethodDecl *Target = nullptr;
-      if (ME && ME->hasQualifier())
-        Target = Method;
-      else if (ME)
-        Target = Method->getDevirtualizedMethod(ME->getBase(),
-                                                /*IsAppleKext=*/false);
-      if (!Target)
-        return nullptr;
-      Callee = Target;
-    }
+    Callee = certainCallee(*Call);
   }
   if (!Callee || isLibraryFunction(*Callee))
     return nullptr;

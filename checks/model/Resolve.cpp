@@ -101,24 +101,26 @@ ResolvedCall FlowModel::resolve(const Expr &E) const {
       R.Arguments.assign(Args.begin(), Args.end());
       return R;
     }
-  // A virtual call is known only when its target is certain.
-  if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(FD);
-      Method && Method->isVirtual()) {
-    const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
-    const auto *ME =
-        Member ? dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens())
-               : nullptr;
-    const CXXMethodDecl *Target = nullptr;
-    if (ME && ME->hasQualifier())
-      Target = Method;
-    else if (ME)
-      Target = Method->getDevirtualizedMethod(ME->getBase(),
-                                              /*IsAppleKext=*/false);
-    FD = Target;
-  }
-  R.Callee = FD;
+  R.Callee = certainCallee(*Call);
   R.Arguments.assign(Args.begin(), Args.end());
   return R;
+}
+
+const FunctionDecl *certainCallee(const CallExpr &Call) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  const auto *Method = dyn_cast_or_null<CXXMethodDecl>(FD);
+  if (!Method || !Method->isVirtual())
+    return FD;
+  // A virtual call is known only when its target is certain.
+  const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call);
+  const auto *ME =
+      Member ? dyn_cast<MemberExpr>(Member->getCallee()->IgnoreParens())
+             : nullptr;
+  if (ME && ME->hasQualifier())
+    return Method;
+  return ME ? Method->getDevirtualizedMethod(ME->getBase(),
+                                             /*IsAppleKext=*/false)
+            : nullptr;
 }
 
 const Expr *callableHolder(const CallExpr &Call) {
