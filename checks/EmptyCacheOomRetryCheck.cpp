@@ -1,25 +1,63 @@
 //===--- EmptyCacheOomRetryCheck.cpp - torch-tidy -------------------------===//
+//
+// What it watches for: a call that runs the work of a `try` block again,
+// after that block's out-of-memory handler emptied the cache, with none of
+// the work's inputs written since the handler began. The engine records
+// what each path writes from the handler on (model/OomRetry.cpp).
+//
+//===----------------------------------------------------------------------===//
 
 #include "EmptyCacheOomRetryCheck.h"
 #include "model/OomRetry.h"
-#include "clang-tidy/utils/OptionsUtils.h"
-#include "api/TorchMatchers.h"
-#include "support/UserCodeParents.h"
-#include "clang/ASTMatchers/ASTMatchFinder.h"
-
-using namespace clang::ast_matchers;
+#include "clang/AST/ExprCXX.h"
 
 namespace clang::tidy::torch {
 
+namespace {
+
+enum : unsigned { TypedHandler = 1, RetryInTryBlock = 2 };
+
+class NoSameSizeRetry : public Requirement {
+public:
+  llvm::StringRef name() const override { return "no-same-size-oom-retry"; }
+
+  bool match(const Stmt &S, const FlowModel &M, const State &St,
+             RequirementMatch &Out) const override {
+    const auto *Call = dyn_cast<CallExpr>(&S);
+    if (!Call || St.recoveries().empty())
+      return false;
+    const OomRecovery *R = M.recoveryRetriedBy(*Call, St);
+    if (!R)
+      return false;
+    const SourceManager &SM = M.context().getSourceManager();
+    SourceRange TryBlock = R->Try->getTryBlock()->getSourceRange();
+    Out.What = "'emptyCache()'";
+    Out.Places = {R->EmptyCache, R->Handler};
+    Out.Flags = (catchesOutOfMemoryError(*R->Handler) ? TypedHandler : 0) |
+                (SM.isPointWithin(Call->getBeginLoc(), TryBlock.getBegin(),
+                                  TryBlock.getEnd())
+                     ? RetryInTryBlock
+                     : 0);
+    return true;
+  }
+
+  Verdict judge(const RequirementMatch &, const SiteContext &) const override {
+    return Verdict::Violated;
+  }
+};
+
+const NoSameSizeRetry Instance;
+const RequirementRegistration Registered(Instance);
+
+} // namespace
+
 EmptyCacheOomRetryCheck::EmptyCacheOomRetryCheck(StringRef Name,
                                                  ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context), UserCode(Context),
+    : ModelCheck(Name, Context),
       ExtraEmptyCacheFunctions(Options.get("ExtraEmptyCacheFunctions", "")),
       OutOfMemoryMessages(
           Options.get("OutOfMemoryMessages", "out of memory;OutOfMemory")) {
-  for (StringRef Message : utils::options::parseStringList(OutOfMemoryMessages))
-    if (!Message.empty())
-      LoweredMessages.push_back(Message.lower());
+  Kind = &Instance;
 }
 
 void EmptyCacheOomRetryCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
@@ -27,72 +65,30 @@ void EmptyCacheOomRetryCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
   Options.store(Opts, "OutOfMemoryMessages", OutOfMemoryMessages);
 }
 
-void EmptyCacheOomRetryCheck::registerMatchers(MatchFinder *Finder) {
-  UserCode.registerMatchers(Finder);
-  std::vector<StringRef> Names(emptyCacheFunctionNames().begin(),
-                               emptyCacheFunctionNames().end());
-  for (StringRef Extra :
-       utils::options::parseStringList(ExtraEmptyCacheFunctions))
-    Names.push_back(Extra);
-  Finder->addMatcher(callExpr(callee(functionDecl(hasAnyName(Names))),
-                              unless(isInUserTemplateInstantiation()),
-                              unless(isExpansionInSystemHeader()))
-                         .bind("call"),
-                     this);
-}
-
-bool EmptyCacheOomRetryCheck::testsForOutOfMemory(const Stmt &Body,
-                                                  ASTContext &Ctx) const {
-  for (const auto &Match :
-       match(findAll(stringLiteral().bind("s")), Body, Ctx)) {
-    const auto *Literal = Match.getNodeAs<StringLiteral>("s");
-    if (!Literal->isOrdinary())
-      continue;
-    std::string Text = Literal->getString().lower();
-    if (llvm::any_of(LoweredMessages, [&](const std::string &Message) {
-          return StringRef(Text).contains(Message);
-        }))
-      return true;
-  }
-  return false;
-}
-
-void EmptyCacheOomRetryCheck::check(const MatchFinder::MatchResult &Result) {
-  const auto *EmptyCache = Result.Nodes.getNodeAs<CallExpr>("call");
-  ASTContext &Ctx = *Result.Context;
-  const CXXCatchStmt *Catch = enclosingHandler(*EmptyCache, Ctx);
-  if (!Catch || !Catch->getExceptionDecl())
-    return; // `catch (...)` says nothing about out-of-memory.
-  QualType Caught = Catch->getCaughtType().getNonReferenceType();
-  const CXXRecordDecl *Record = Caught->getAsCXXRecordDecl();
-  bool OutOfMemoryType = isOrDerivesFrom(Record, "c10::OutOfMemoryError");
-  if (!OutOfMemoryType) {
-    // Generic handlers count only when they test for out-of-memory.
-    std::string Name = Record ? Record->getQualifiedNameAsString() : "";
-    if ((Name != "c10::Error" && Name != "std::exception") ||
-        !testsForOutOfMemory(*Catch->getHandlerBlock(), Ctx))
-      return;
-  }
-  std::optional<OomRetry> Retry = findSameSizeRetry(*Catch, *EmptyCache, Ctx);
-  if (!Retry)
+void EmptyCacheOomRetryCheck::report(const Violation &V, ProgramModel &) {
+  if (V.Match.Places.size() != 2)
     return;
-
+  const Stmt *EmptyCache = V.Match.Places[0];
+  const auto *Handler = cast<CXXCatchStmt>(V.Match.Places[1]);
+  if (!firstAt(EmptyCache->getBeginLoc()))
+    return;
   diag(EmptyCache->getBeginLoc(),
        "'emptyCache()' before retrying after an out-of-memory error does not "
        "help: the caching allocator already frees its cached blocks before it "
        "raises OOM; retry with a smaller batch and gradient accumulation, or "
        "use activation checkpointing");
-  diag(Catch->getCatchLoc(),
-       OutOfMemoryType ? "the out-of-memory handler"
-                       : "the handler that tests for an out-of-memory error",
+  diag(Handler->getCatchLoc(),
+       V.Match.Flags & TypedHandler
+           ? "the out-of-memory handler"
+           : "the handler that tests for an out-of-memory error",
        DiagnosticIDs::Note);
-  if (Retry->Call)
-    diag(Retry->Call->getBeginLoc(),
-         "the same call is retried here with unchanged arguments",
+  if (V.Match.Flags & RetryInTryBlock && V.Context.Loop.Loop.isValid())
+    diag(V.Context.Loop.Loop,
+         "this loop runs the try block again with unchanged inputs",
          DiagnosticIDs::Note);
   else
-    diag(Retry->Loop->getBeginLoc(),
-         "this loop runs the try block again with unchanged inputs",
+    diag(V.Site->getBeginLoc(),
+         "the same call is retried here with unchanged arguments",
          DiagnosticIDs::Note);
 }
 

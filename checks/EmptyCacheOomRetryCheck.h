@@ -3,39 +3,28 @@
 #ifndef TORCH_TIDY_EMPTYCACHEOOMRETRYCHECK_H
 #define TORCH_TIDY_EMPTYCACHEOOMRETRYCHECK_H
 
-#include "clang-tidy/ClangTidyCheck.h"
-#include "support/UserCodeTraversal.h"
+#include "ModelCheck.h"
 
 namespace clang::tidy::torch {
 
-/// Flags `emptyCache()` in an out-of-memory handler that then retries the
-/// same work at the same size, either through a loop around the `try` or by
-/// calling the failed function again in the handler.
+/// Flags `emptyCache()` in an out-of-memory handler when the failed work
+/// then runs again at the same size: retried in the handler, after it, or by
+/// a loop around the `try`.
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-empty-cache-oom-retry.md
-class EmptyCacheOomRetryCheck : public ClangTidyCheck {
+class EmptyCacheOomRetryCheck : public ModelCheck {
 public:
   EmptyCacheOomRetryCheck(StringRef Name, ClangTidyContext *Context);
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
-  void registerMatchers(ast_matchers::MatchFinder *Finder) override;
-  void check(const ast_matchers::MatchFinder::MatchResult &Result) override;
-  bool isLanguageVersionSupported(const LangOptions &LangOpts) const override {
-    return LangOpts.CPlusPlus;
-  }
 
 private:
-  UserCodeTraversal UserCode;
-  /// True when the handler \p Body (of a `c10::Error` or `std::exception`
-  /// catch) mentions one of the out-of-memory messages.
-  bool testsForOutOfMemory(const Stmt &Body, ASTContext &Ctx) const;
-
+  void report(const Violation &V, ProgramModel &Program) override;
   /// Further functions, fully qualified, that empty a caching allocator.
   const StringRef ExtraEmptyCacheFunctions;
   /// Substrings (case-insensitive) of string literals that show a generic
   /// handler is testing for an out-of-memory error.
   const StringRef OutOfMemoryMessages;
-  std::vector<std::string> LoweredMessages;
 };
 
 } // namespace clang::tidy::torch

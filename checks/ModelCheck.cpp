@@ -80,6 +80,22 @@ ModelConfig modelConfigFor(const ClangTidyContext &Context) {
     llvm::sort(L);
     L.erase(std::unique(L.begin(), L.end()), L.end());
   }
+  // Messages replace the default list, and compare in lower case.
+  std::vector<std::string> Messages;
+  for (const auto &Entry : Options)
+    if (Entry.getKey().ends_with(".OutOfMemoryMessages") &&
+        (Entry.getKey().starts_with("torch.") ||
+         Entry.getKey().starts_with("torch-")))
+      for (llvm::StringRef M :
+           llvm::split(llvm::StringRef(Entry.getValue().Value), ';'))
+        if (!M.trim().empty())
+          Messages.push_back(M.trim().lower());
+  if (!Messages.empty()) {
+    llvm::sort(Messages);
+    Messages.erase(std::unique(Messages.begin(), Messages.end()),
+                   Messages.end());
+    Config.Api.OutOfMemoryMessages = std::move(Messages);
+  }
   for (llvm::StringRef Key :
        {"torch.MaxLoopDepth", "torch-host-sync-in-loop.MaxLoopDepth"})
     if (auto It = Options.find(Key); It != Options.end()) {

@@ -31,6 +31,67 @@ bool isLibraryFunction(const FunctionDecl &FD) {
              FD.getLocation());
 }
 
+bool isEmptyCacheCall(const CallExpr &Call, const TorchApiOptions &Opts) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || !FD->getIdentifier())
+    return false;
+  std::string Qualified = "::" + FD->getQualifiedNameAsString();
+  return llvm::is_contained(emptyCacheFunctionNames(),
+                            llvm::StringRef(Qualified)) ||
+         matchesNameList(*FD, Opts.ExtraEmptyCacheFunctions);
+}
+
+bool isOrDerivesFrom(const CXXRecordDecl *Record,
+                                 llvm::StringRef QualifiedName) {
+  if (!Record)
+    return false;
+  if (Record->getQualifiedNameAsString() == QualifiedName)
+    return true;
+  Record = Record->getDefinition();
+  return Record &&
+         llvm::any_of(Record->bases(), [&](const CXXBaseSpecifier &Base) {
+           return isOrDerivesFrom(Base.getType()->getAsCXXRecordDecl(),
+                                       QualifiedName);
+         });
+}
+
+static const CXXRecordDecl *caughtClass(const CXXCatchStmt &Catch) {
+  if (!Catch.getExceptionDecl())
+    return nullptr; // `catch (...)` says nothing about out-of-memory.
+  return Catch.getCaughtType().getNonReferenceType()->getAsCXXRecordDecl();
+}
+
+bool catchesOutOfMemoryError(const CXXCatchStmt &Catch) {
+  return isOrDerivesFrom(caughtClass(Catch), "c10::OutOfMemoryError");
+}
+
+/// Whether a string literal of \p S contains one of \p Messages.
+static bool mentionsAny(const Stmt *S, llvm::ArrayRef<std::string> Messages) {
+  if (!S)
+    return false;
+  if (const auto *Literal = dyn_cast<StringLiteral>(S)) {
+    if (!Literal->isOrdinary())
+      return false;
+    std::string Text = Literal->getString().lower();
+    return llvm::any_of(Messages, [&](const std::string &M) {
+      return !M.empty() && llvm::StringRef(Text).contains(M);
+    });
+  }
+  return llvm::any_of(S->children(), [&](const Stmt *Child) {
+    return mentionsAny(Child, Messages);
+  });
+}
+
+bool isOutOfMemoryHandler(const CXXCatchStmt &Catch,
+                          const TorchApiOptions &Opts) {
+  if (catchesOutOfMemoryError(Catch))
+    return true;
+  const CXXRecordDecl *Record = caughtClass(Catch);
+  std::string Name = Record ? Record->getQualifiedNameAsString() : "";
+  return (Name == "c10::Error" || Name == "std::exception") &&
+         mentionsAny(Catch.getHandlerBlock(), Opts.OutOfMemoryMessages);
+}
+
 bool isTorchFunction(const FunctionDecl &FD) {
   llvm::StringRef Top = topNamespace(FD);
   return (Top == "torch" || Top == "at" || Top == "c10") &&
@@ -401,7 +462,8 @@ std::string TorchApiOptions::key() const {
        {&ExtraSyncFunctions, &ExtraFactories, &ExtraPinnedAllocators,
         &ExtraBackwardFunctions, &ExtraStepFunctions, &GuardFunctions,
         &DeviceSelectorFunctions, &ExtraDeviceCountFunctions, &GuardTypes,
-        &AccumulatingFunctions, &ExtraEmptyCacheFunctions}) {
+        &AccumulatingFunctions, &ExtraEmptyCacheFunctions,
+        &OutOfMemoryMessages}) {
     for (const std::string &N : *List)
       Key += N + ",";
     Key += ";";

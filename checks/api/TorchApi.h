@@ -10,6 +10,7 @@
 
 #include "clang/AST/Expr.h"
 #include "clang/AST/ExprCXX.h"
+#include "clang/AST/StmtCXX.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include <string>
@@ -43,6 +44,11 @@ struct TorchApiOptions {
   std::vector<std::string> AccumulatingFunctions;
   /// Functions that empty the CUDA caching allocator's cache.
   std::vector<std::string> ExtraEmptyCacheFunctions;
+  /// Substrings, lower case, of the string literals by which a generic
+  /// handler (`c10::Error`, `std::exception`) shows it tests for an
+  /// out-of-memory error.
+  std::vector<std::string> OutOfMemoryMessages = {"out of memory",
+                                                  "outofmemory"};
 
   /// How many loops around a statement, innermost first, are searched for
   /// the training loop that repeats it.
@@ -51,6 +57,20 @@ struct TorchApiOptions {
   /// A stable text of every list, for keys and digests.
   std::string key() const;
 };
+
+/// A call that empties the CUDA caching allocator's cache.
+bool isEmptyCacheCall(const CallExpr &Call, const TorchApiOptions &Opts);
+
+/// Whether \p Record is the class \p QualifiedName or derives from it.
+bool isOrDerivesFrom(const CXXRecordDecl *Record, llvm::StringRef QualifiedName);
+
+/// A handler that catches `c10::OutOfMemoryError` (or a class derived from
+/// it).
+bool catchesOutOfMemoryError(const CXXCatchStmt &Catch);
+/// That, or a `c10::Error` / `std::exception` handler whose string literals
+/// mention one of the out-of-memory messages.
+bool isOutOfMemoryHandler(const CXXCatchStmt &Catch,
+                          const TorchApiOptions &Opts);
 
 /// LibTorch, the standard library, and the C library: code that never runs
 /// a user's backward pass, moves a user's module or reads a tensor on the

@@ -104,24 +104,6 @@ bool isDeviceTypeEnum(QualType T) {
   return ET && ET->getDecl()->getQualifiedNameAsString() == "c10::DeviceType";
 }
 
-bool isRepeatedPartOfLoop(const Stmt &Loop, const Stmt &Child) {
-  if (const auto *For = dyn_cast<ForStmt>(&Loop))
-    return &Child == For->getBody() || &Child == For->getCond() ||
-           &Child == For->getInc() ||
-           (For->getConditionVariableDeclStmt() &&
-            &Child == For->getConditionVariableDeclStmt());
-  if (const auto *RangeFor = dyn_cast<CXXForRangeStmt>(&Loop))
-    return &Child == RangeFor->getBody() ||
-           &Child == RangeFor->getLoopVarStmt();
-  if (const auto *While = dyn_cast<WhileStmt>(&Loop))
-    return &Child == While->getBody() || &Child == While->getCond() ||
-           (While->getConditionVariableDeclStmt() &&
-            &Child == While->getConditionVariableDeclStmt());
-  if (const auto *Do = dyn_cast<DoStmt>(&Loop))
-    return &Child == Do->getBody() || &Child == Do->getCond();
-  return false;
-}
-
 bool isRunAsStatement(const Stmt &Parent, const Stmt &Child, ASTContext &Ctx) {
   if (const auto *Compound = dyn_cast<CompoundStmt>(&Parent)) {
     // The last statement of a GNU statement expression is its value.
@@ -143,52 +125,6 @@ bool isRunAsStatement(const Stmt &Parent, const Stmt &Child, ASTContext &Ctx) {
   if (const auto *Case = dyn_cast<SwitchCase>(&Parent))
     return &Child == Case->getSubStmt();
   return isa<LabelStmt, AttributedStmt>(&Parent);
-}
-
-EnclosingLoop findEnclosingLoop(const Stmt &S, ASTContext &Ctx,
-                                unsigned MaxDepth) {
-  EnclosingLoop Result;
-  const LambdaExpr *InnermostLambda = nullptr;
-  DynTypedNode Child = DynTypedNode::create(S);
-  for (unsigned Depth = 0; Depth < MaxDepth; ++Depth) {
-    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(Child, Ctx);
-    if (Parents.empty())
-      return Result;
-    const DynTypedNode &Parent = Parents[0];
-    if (const auto *ParentStmt = Parent.get<Stmt>()) {
-      if (const auto *Lambda = dyn_cast<LambdaExpr>(ParentStmt)) {
-        if (!InnermostLambda)
-          InnermostLambda = Lambda;
-      } else if (isa<ForStmt, CXXForRangeStmt, WhileStmt, DoStmt>(ParentStmt)) {
-        const auto *ChildStmt = Child.get<Stmt>();
-        if (ChildStmt && isRepeatedPartOfLoop(*ParentStmt, *ChildStmt)) {
-          Result.Loop = ParentStmt;
-          Result.ViaLambda = InnermostLambda;
-          return Result;
-        }
-      }
-    } else if (const auto *Method = Parent.get<CXXMethodDecl>()) {
-      // A lambda's call operator: continue at the lambda expression.
-      const CXXRecordDecl *Class = Method->getParent();
-      if (!Class || !Class->isLambda())
-        return Result;
-      llvm::ArrayRef<DynTypedNode> ClassParents = userCodeParents(*Class, Ctx);
-      const LambdaExpr *Lambda =
-          ClassParents.empty() ? nullptr : ClassParents[0].get<LambdaExpr>();
-      if (!Lambda)
-        return Result;
-      if (!InnermostLambda)
-        InnermostLambda = Lambda;
-      Child = DynTypedNode::create(*static_cast<const Stmt *>(Lambda));
-      continue;
-    } else if (Parent.get<Decl>() && !Parent.get<VarDecl>() &&
-               !Parent.get<DecompositionDecl>()) {
-      // Any other declaration (a function, a class) ends the search.
-      return Result;
-    }
-    Child = Parent;
-  }
-  return Result;
 }
 
 } // namespace clang::tidy::torch

@@ -53,27 +53,6 @@ bool isDeviceTypeEnum(QualType T);
 /// `c10::TensorOptions`.
 bool isTensorOptionsType(QualType T);
 
-/// Where a statement sits relative to the loops around it.
-struct EnclosingLoop {
-  /// The innermost loop whose body, condition or increment runs the
-  /// statement once per iteration; null when there is none.
-  const Stmt *Loop = nullptr;
-  /// The lambda, defined inside that loop, through which the statement is
-  /// reached; null when the statement is directly in the loop.
-  const LambdaExpr *ViaLambda = nullptr;
-};
-
-/// Finds the innermost loop that repeats \p S within its function. Walking out
-/// of a lambda body continues at the lambda expression, since a lambda defined
-/// in a loop body is (almost always) called there. \p MaxDepth bounds the
-/// number of AST parents visited.
-EnclosingLoop findEnclosingLoop(const Stmt &S, ASTContext &Ctx,
-                                unsigned MaxDepth = 256);
-
-/// True when \p Child is part of the per-iteration work of \p Loop: its body,
-/// its condition or its increment, but not its init or range expression.
-bool isRepeatedPartOfLoop(const Stmt &Loop, const Stmt &Child);
-
 /// True when \p Child, a direct child of \p Parent, runs as a statement of
 /// its own (a block item, an if branch, a loop body or init/increment, a
 /// case or label body), so that its value, if any, goes nowhere.

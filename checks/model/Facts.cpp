@@ -414,12 +414,59 @@ bool State::joinWith(const State &Other) {
     Path = std::move(JoinedPath);
     Changed = true;
   }
+  // A handler entered on one path only still counts (its retry may be
+  // behind a flag the join forgets); the writes of both paths count.
+  for (const OomRecovery &Theirs : Other.Recoveries) {
+    auto Mine = llvm::find_if(Recoveries, [&](const OomRecovery &R) {
+      return R.Handler == Theirs.Handler;
+    });
+    if (Mine == Recoveries.end()) {
+      Recoveries.push_back(Theirs);
+      Changed = true;
+      continue;
+    }
+    OomRecovery Joined = *Mine;
+    if (!Joined.EmptyCache)
+      Joined.EmptyCache = Theirs.EmptyCache;
+    Joined.WroteUnknown |= Theirs.WroteUnknown;
+    for (const Location &L : Theirs.Written)
+      Joined.addWrite(L);
+    if (!(Joined == *Mine)) {
+      *Mine = std::move(Joined);
+      Changed = true;
+    }
+  }
   return Changed;
 }
 
+bool OomRecovery::wrote(const Location &L) const {
+  return WroteUnknown || llvm::any_of(Written, [&](const Location &W) {
+           return W.hasPrefix(L) || L.hasPrefix(W);
+         });
+}
+
+void OomRecovery::addWrite(const Location &L) {
+  // Locations without a declaration place compare equivalent: test
+  // membership, keep the order for output only.
+  if (!llvm::is_contained(Written, L))
+    Written.insert(llvm::lower_bound(Written, L), L);
+}
+
+bool OomRecovery::operator==(const OomRecovery &O) const {
+  return Try == O.Try && Handler == O.Handler && EmptyCache == O.EmptyCache &&
+         WroteUnknown == O.WroteUnknown && Written.size() == O.Written.size() &&
+         llvm::all_of(Written, [&](const Location &L) {
+           return llvm::is_contained(O.Written, L);
+         });
+}
+
 bool State::operator==(const State &O) const {
-  if (Values.size() != O.Values.size() || Path != O.Path)
+  if (Values.size() != O.Values.size() || Path != O.Path ||
+      Recoveries.size() != O.Recoveries.size())
     return false;
+  for (const OomRecovery &R : Recoveries)
+    if (!llvm::is_contained(O.Recoveries, R))
+      return false;
   for (const auto &Entry : Values) {
     const ValueFacts *F = O.lookup(Entry.first);
     if (!F || *F != Entry.second)

@@ -116,29 +116,70 @@ FlowAnalysis::FlowAnalysis(const Decl &Owner, ProgramModel &Program,
       if (auto S = El.getAs<CFGStmt>())
         Elements.insert(S->getStmt());
   BlockEntry.resize(Graph->getNumBlockIDs());
+  computeThrowEdges();
   computeReversePostOrder();
+}
+
+void FlowAnalysis::computeThrowEdges() {
+  ThrowsTo.resize(Graph->getNumBlockIDs());
+  ThrownFrom.resize(Graph->getNumBlockIDs());
+  const SourceManager &SM = Owner.getASTContext().getSourceManager();
+  for (auto It = Graph->try_blocks_begin(); It != Graph->try_blocks_end();
+       ++It) {
+    const CFGBlock *Dispatch = *It;
+    const auto *Try =
+        dyn_cast_or_null<CXXTryStmt>(Dispatch->getTerminatorStmt());
+    if (!Try)
+      continue;
+    SourceRange Range = Try->getTryBlock()->getSourceRange();
+    for (const CFGBlock *Block : *Graph) {
+      if (Block == Dispatch)
+        continue;
+      bool InTry = llvm::any_of(*Block, [&](const CFGElement &El) {
+        auto S = El.getAs<CFGStmt>();
+        return S && SM.isPointWithin(S->getStmt()->getBeginLoc(),
+                                     Range.getBegin(), Range.getEnd());
+      });
+      if (!InTry)
+        continue;
+      ThrowsTo[Block->getBlockID()].push_back(Dispatch);
+      ThrownFrom[Dispatch->getBlockID()].push_back(Block);
+    }
+  }
 }
 
 void FlowAnalysis::computeReversePostOrder() {
   // An explicit DFS: CFG edges pruned as unreachable (`for (;;)`'s exit)
   // are null, which llvm::ReversePostOrderTraversal does not expect.
+  auto Successors = [&](const CFGBlock *Block) {
+    llvm::SmallVector<const CFGBlock *, 4> Out;
+    for (const CFGBlock::AdjacentBlock &Succ : Block->succs())
+      if (const CFGBlock *S = Succ.getReachableBlock())
+        Out.push_back(S);
+    llvm::append_range(Out, ThrowsTo[Block->getBlockID()]);
+    return Out;
+  };
   std::vector<bool> Seen(Graph->getNumBlockIDs(), false);
-  std::vector<std::pair<const CFGBlock *, CFGBlock::const_succ_iterator>> Stack;
+  struct Frame {
+    const CFGBlock *Block;
+    llvm::SmallVector<const CFGBlock *, 4> Succs;
+    unsigned Next = 0;
+  };
+  std::vector<Frame> Stack;
   const CFGBlock *Start = &Graph->getEntry();
   Seen[Start->getBlockID()] = true;
-  Stack.push_back({Start, Start->succ_begin()});
+  Stack.push_back({Start, Successors(Start)});
   while (!Stack.empty()) {
-    auto &[Block, Next] = Stack.back();
-    if (Next == Block->succ_end()) {
-      ReversePostOrder.push_back(Block);
+    Frame &Top = Stack.back();
+    if (Top.Next == Top.Succs.size()) {
+      ReversePostOrder.push_back(Top.Block);
       Stack.pop_back();
       continue;
     }
-    const CFGBlock *Succ = Next->getReachableBlock();
-    ++Next;
-    if (Succ && !Seen[Succ->getBlockID()]) {
+    const CFGBlock *Succ = Top.Succs[Top.Next++];
+    if (!Seen[Succ->getBlockID()]) {
       Seen[Succ->getBlockID()] = true;
-      Stack.push_back({Succ, Succ->succ_begin()});
+      Stack.push_back({Succ, Successors(Succ)});
     }
   }
   std::reverse(ReversePostOrder.begin(), ReversePostOrder.end());
@@ -162,6 +203,13 @@ void FlowAnalysis::walk(const Stmt *S, bool IsElement, State &St,
 
 void FlowAnalysis::runBlock(const CFGBlock &Block, State &St,
                             std::optional<Observer> Visit) const {
+  if (const auto *Catch = dyn_cast_or_null<CXXCatchStmt>(Block.getLabel()))
+    for (const CFGBlock::AdjacentBlock &Pred : Block.preds())
+      if (const auto *Try = dyn_cast_or_null<CXXTryStmt>(
+              Pred ? Pred->getTerminatorStmt() : nullptr)) {
+        Model.enterHandler(*Catch, *Try, St);
+        break;
+      }
   for (const CFGElement &El : Block) {
     if (auto S = El.getAs<CFGStmt>()) {
       walk(S->getStmt(), /*IsElement=*/true, St, Visit);
@@ -267,6 +315,16 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
         Changed = In->joinWith(Out);
       if (Changed)
         Worklist.insert(Order[Next->getBlockID()]);
+    }
+    for (const CFGBlock *Dispatch : ThrowsTo[Block->getBlockID()]) {
+      std::optional<State> &In = BlockEntry[Dispatch->getBlockID()];
+      bool Changed = !In.has_value();
+      if (!In)
+        In = St;
+      else
+        Changed = In->joinWith(St);
+      if (Changed)
+        Worklist.insert(Order[Dispatch->getBlockID()]);
     }
   }
   Converged = true;
@@ -412,13 +470,16 @@ void FlowAnalysis::computeLoops() const {
         continue;
       llvm::BitVector D(N, true);
       bool AnyPred = false;
-      for (const CFGBlock::AdjacentBlock &Pred : B->preds()) {
-        const CFGBlock *P = Pred.getReachableBlock();
+      auto Meet = [&](const CFGBlock *P) {
         if (!P || Dominators[P->getBlockID()].empty())
-          continue;
+          return;
         D &= Dominators[P->getBlockID()];
         AnyPred = true;
-      }
+      };
+      for (const CFGBlock::AdjacentBlock &Pred : B->preds())
+        Meet(Pred.getReachableBlock());
+      for (const CFGBlock *P : ThrownFrom[B->getBlockID()])
+        Meet(P);
       if (!AnyPred)
         D.reset();
       D.set(B->getBlockID());
@@ -455,6 +516,7 @@ void FlowAnalysis::computeLoops() const {
         for (const CFGBlock::AdjacentBlock &Pred : X->preds())
           if (const CFGBlock *P = Pred.getReachableBlock())
             Work.push_back(P);
+        llvm::append_range(Work, ThrownFrom[X->getBlockID()]);
       }
       if (!L.Statement)
         L.Statement = B->getLoopTarget();

@@ -120,6 +120,12 @@ private:
   llvm::DenseSet<const Stmt *> Elements;
   /// The block each statement (and sub-statement) runs in.
   llvm::DenseMap<const Stmt *, const CFGBlock *> BlockOfStmt;
+  /// Exceptions: the try-dispatch blocks that each block (by ID) may throw
+  /// to, as it runs a statement of their try block, and the reverse. clang's
+  /// CFG leaves those edges out unless every call outside a try also gets
+  /// one to the exit.
+  std::vector<llvm::SmallVector<const CFGBlock *, 1>> ThrowsTo, ThrownFrom;
+  void computeThrowEdges();
   /// Entry states, indexed by block ID; nullopt for unreached blocks.
   std::vector<std::optional<State>> BlockEntry;
   std::vector<const CFGBlock *> ReversePostOrder;

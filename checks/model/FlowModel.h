@@ -141,6 +141,21 @@ public:
   void hostReadsAt(const Stmt &S, const State &St,
                    llvm::SmallVectorImpl<const Expr *> &Out) const;
 
+  //===--- Out-of-memory handlers (OomRetry.cpp) --------------------------===//
+
+  /// The path enters \p Catch, a handler of \p Try: from here on, an
+  /// out-of-memory handler records what the path writes.
+  void enterHandler(const CXXCatchStmt &Catch, const CXXTryStmt &Try,
+                    State &St) const;
+  /// The out-of-memory handler, entered on some path to \p Call and with
+  /// its emptyCache() run, whose failed work \p Call runs again with none of
+  /// that work's inputs written since; null when there is none.
+  const OomRecovery *recoveryRetriedBy(const CallExpr &Call,
+                                       const State &St) const;
+  /// The storage \p E names: its tracked location, or the variable, `*this`
+  /// or field it is written as.
+  Location storageOf(const Expr *E) const;
+
   /// The function analysed; null for a global's initialiser.
   const FunctionDecl *function() const { return Function; }
   const Decl &owner() const { return *Owner; }
@@ -219,6 +234,16 @@ private:
   /// Module handle variables initialised as a copy of another handle and
   /// never assigned: they name the same module.
   llvm::DenseMap<const ValueDecl *, const Expr *> HandleAliases;
+
+  /// Records the writes of \p S, and the emptyCache() it runs, in every
+  /// out-of-memory handler the path entered.
+  void trackRecoveries(const Stmt &S, State &St) const;
+  /// Whether \p Call repeats a call of \p R's try block: the same callee,
+  /// spelled the same.
+  bool repeatsWork(const CallExpr &Call, const OomRecovery &R) const;
+  /// Whether the work \p Work of \p R's try block reads storage written
+  /// since the handler began, or storage it changes itself.
+  bool readsChangedInput(const CallExpr &Work, const OomRecovery &R) const;
 
   /// Whether the host memory \p Data points to (from_blob's first argument)
   /// is page-locked.

@@ -1,21 +1,19 @@
 //===--- OomRetry.cpp - torch-tidy ----------------------------------------===//
 
 #include "OomRetry.h"
+#include "FlowModel.h"
+#include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
+#include "api/Training.h"
 #include "support/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
-#include "clang/ASTMatchers/ASTMatchFinder.h"
+#include "clang/AST/RecursiveASTVisitor.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
 #include "clang/Lex/Lexer.h"
-#include "llvm/ADT/SmallPtrSet.h"
-
-using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
 namespace {
-
-using DeclSet = llvm::SmallPtrSet<const Decl *, 8>;
 
 /// True when \p Call is the whole work of its statement: run as a statement,
 /// returned, used to initialise a variable or assigned to one. Calls buried
@@ -54,9 +52,15 @@ bool isStatementLevelCall(const CallExpr &Call, ASTContext &Ctx) {
   return false;
 }
 
+/// The function a call runs, as written: a template's calls compare by the
+/// pattern they were instantiated from.
 const FunctionDecl *calleeKey(const CallExpr &Call) {
   const FunctionDecl *Callee = Call.getDirectCallee();
-  return Callee ? Callee->getCanonicalDecl() : nullptr;
+  if (!Callee)
+    return nullptr;
+  if (const FunctionDecl *Pattern = Callee->getTemplateInstantiationPattern())
+    Callee = Pattern;
+  return Callee->getCanonicalDecl();
 }
 
 /// The call as written, without whitespace: two calls that read the same
@@ -78,228 +82,399 @@ bool hasSpelledArgument(const CallExpr &Call) {
   });
 }
 
-/// Variables and fields that \p S reads or writes.
-void collectReferencedDecls(const Stmt *S, DeclSet &Decls) {
-  if (!S)
-    return;
-  if (const auto *Ref = dyn_cast<DeclRefExpr>(S)) {
-    if (isa<VarDecl>(Ref->getDecl()))
-      Decls.insert(Ref->getDecl()->getCanonicalDecl());
-  } else if (const auto *Member = dyn_cast<MemberExpr>(S)) {
-    if (isa<FieldDecl>(Member->getMemberDecl()))
-      Decls.insert(Member->getMemberDecl()->getCanonicalDecl());
-  }
-  for (const Stmt *Child : S->children())
-    collectReferencedDecls(Child, Decls);
+bool isWithin(const Stmt &Inner, SourceRange Outer, const SourceManager &SM) {
+  return SM.isPointWithin(Inner.getBeginLoc(), Outer.getBegin(),
+                          Outer.getEnd());
 }
 
-/// The places in \p Region that change \p D: assignments, increments,
-/// in-place tensor methods (`x.resize_()`, which LibTorch declares const).
-llvm::SmallVector<const Stmt *, 4>
-directChanges(const Decl *D, const Stmt &Region, ASTContext &Ctx) {
-  auto Ref = ignoringParenImpCasts(
-      expr(anyOf(declRefExpr(to(decl(equalsNode(D)))),
-                 memberExpr(member(valueDecl(equalsNode(D)))))));
-  auto Change = expr(anyOf(
-      binaryOperator(isAssignmentOperator(), hasLHS(Ref)),
-      unaryOperator(hasAnyOperatorName("++", "--"), hasUnaryOperand(Ref)),
-      cxxOperatorCallExpr(isAssignmentOperator(), hasArgument(0, Ref)),
-      cxxMemberCallExpr(on(Ref), callee(cxxMethodDecl(matchesName("_$"))))));
-  llvm::SmallVector<const Stmt *, 4> Sites;
-  for (const auto &Match : match(findAll(Change.bind("change")), Region, Ctx))
-    Sites.push_back(Match.getNodeAs<Stmt>("change"));
-  return Sites;
-}
-
-/// True when \p Region may change \p D.
-bool isChangedIn(const Decl *D, const Stmt &Region, ASTContext &Ctx) {
-  if (!directChanges(D, Region, Ctx).empty())
-    return true;
-  // Passing by non-const reference, calling a non-const method, ...
-  if (!isa<VarDecl>(D))
-    return false;
-  LimitedParentMapScope LocalParents(Region, Ctx);
-  return ExprMutationAnalyzer(Region, Ctx).isMutated(D);
-}
-
-/// True when \p D may change in \p Handler before \p Before.
-bool isChangedBefore(const Decl *D, const CompoundStmt &Handler,
-                     SourceLocation Before, ASTContext &Ctx) {
-  const SourceManager &SM = Ctx.getSourceManager();
-  for (const Stmt *Site : directChanges(D, Handler, Ctx))
-    if (SM.isBeforeInTranslationUnit(Site->getBeginLoc(), Before))
-      return true;
-  for (const Stmt *Statement : Handler.body())
-    if (SM.isBeforeInTranslationUnit(Statement->getEndLoc(), Before) &&
-        isChangedIn(D, *Statement, Ctx))
-      return true;
-  return false;
-}
-
-/// True when the handler always leaves the loop: a `return`, `break`,
-/// `goto`, `throw` or noreturn call at its top level.
-bool exitsUnconditionally(const CompoundStmt &Handler) {
-  for (const Stmt *Statement : Handler.body()) {
-    if (isa<ReturnStmt, BreakStmt, GotoStmt, CoreturnStmt>(Statement))
-      return true;
-    const auto *E = dyn_cast<Expr>(Statement);
-    if (!E)
+/// The storage \p E names, from its written form: a variable, `*this`, or a
+/// field of either; invalid when it is none of these (a temporary, `*p`).
+Location writtenStorage(const Expr *E) {
+  llvm::SmallVector<const FieldDecl *, 2> Fields;
+  for (unsigned Depth = 0; E && Depth < 16; ++Depth) {
+    E = E->IgnoreParenImpCasts();
+    if (const auto *Member = dyn_cast<MemberExpr>(E)) {
+      if (const auto *Field = dyn_cast<FieldDecl>(Member->getMemberDecl()))
+        Fields.push_back(Field);
+      else
+        Fields.clear(); // A method names its object.
+      E = Member->getBase();
       continue;
-    E = E->IgnoreImplicit();
-    if (isa<CXXThrowExpr>(E))
-      return true;
-    if (const auto *Call = dyn_cast<CallExpr>(E))
-      if (const FunctionDecl *Callee = Call->getDirectCallee();
-          Callee && Callee->isNoReturn())
-        return true;
-  }
-  return false;
-}
-
-/// Statement-level calls of \p Block, in source order.
-llvm::SmallVector<const CallExpr *, 8> workCalls(const Stmt &Block,
-                                                 ASTContext &Ctx) {
-  llvm::SmallVector<const CallExpr *, 8> Calls;
-  for (const auto &Match : match(findAll(callExpr().bind("c")), Block, Ctx)) {
-    const auto *Call = Match.getNodeAs<CallExpr>("c");
-    if (calleeKey(*Call) && isStatementLevelCall(*Call, Ctx))
-      Calls.push_back(Call);
-  }
-  return Calls;
-}
-
-/// A call in the handler, after \p EmptyCache, that repeats a call of the
-/// try block with the same spelling and unchanged inputs.
-const CallExpr *findRetryCall(const CXXTryStmt &Try, const CXXCatchStmt &Catch,
-                              const CallExpr &EmptyCache, ASTContext &Ctx) {
-  const SourceManager &SM = Ctx.getSourceManager();
-  const auto *Handler = dyn_cast<CompoundStmt>(Catch.getHandlerBlock());
-  if (!Handler)
-    return nullptr;
-  llvm::SmallVector<const CallExpr *, 8> Tried =
-      workCalls(*Try.getTryBlock(), Ctx);
-  for (const CallExpr *Retry : workCalls(*Handler, Ctx)) {
-    if (!SM.isBeforeInTranslationUnit(EmptyCache.getEndLoc(),
-                                      Retry->getBeginLoc()))
+    }
+    if (const auto *Subscript = dyn_cast<ArraySubscriptExpr>(E)) {
+      Fields.clear();
+      E = Subscript->getBase();
       continue;
-    std::string Spelled = spelling(*Retry, Ctx);
-    bool Repeats =
-        !Spelled.empty() && llvm::any_of(Tried, [&](const CallExpr *C) {
-          return calleeKey(*C) == calleeKey(*Retry) &&
-                 spelling(*C, Ctx) == Spelled;
-        });
-    // A bare `reset()` or `zero_grad()` is clean-up, not the work, unless it
-    // is all the try block did.
-    if (!Repeats || (!hasSpelledArgument(*Retry) && Tried.size() != 1))
+    }
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E);
+        Op && Op->getNumArgs() >= 1 &&
+        (Op->getOperator() == OO_Subscript || Op->getOperator() == OO_Arrow ||
+         Op->getOperator() == OO_Star)) {
+      Fields.clear();
+      E = Op->getArg(0);
       continue;
-    DeclSet Inputs;
-    collectReferencedDecls(Retry, Inputs);
-    if (llvm::none_of(Inputs, [&](const Decl *D) {
-          return isChangedBefore(D, *Handler, Retry->getBeginLoc(), Ctx);
-        }))
-      return Retry;
+    }
+    if (const auto *Unary = dyn_cast<UnaryOperator>(E);
+        Unary && Unary->getOpcode() == UO_AddrOf) {
+      E = Unary->getSubExpr();
+      continue;
+    }
+    if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
+      Fields.clear(); // `v.at(i)`, `opts.get()`: part of the object.
+      E = Call->getImplicitObjectArgument();
+      continue;
+    }
+    break;
   }
-  return nullptr;
-}
-
-/// The loop that runs \p Try again after the handler, with the same inputs;
-/// null when the handler leaves the loop or something changes the inputs.
-const Stmt *findRetryLoop(const CXXTryStmt &Try, const CXXCatchStmt &Catch,
-                          ASTContext &Ctx) {
-  EnclosingLoop Where = findEnclosingLoop(Try, Ctx);
-  const auto *Handler = dyn_cast<CompoundStmt>(Catch.getHandlerBlock());
-  if (!Where.Loop || Where.ViaLambda || !Handler ||
-      exitsUnconditionally(*Handler))
-    return nullptr;
-  const Stmt *Body = nullptr, *Cond = nullptr, *Inc = nullptr;
-  if (const auto *For = dyn_cast<ForStmt>(Where.Loop)) {
-    Body = For->getBody(), Cond = For->getCond(), Inc = For->getInc();
-  } else if (const auto *While = dyn_cast<WhileStmt>(Where.Loop)) {
-    Body = While->getBody(), Cond = While->getCond();
-  } else if (const auto *Do = dyn_cast<DoStmt>(Where.Loop)) {
-    Body = Do->getBody(), Cond = Do->getCond();
+  Location Root;
+  if (isa_and_nonnull<CXXThisExpr>(E)) {
+    Root = Location::thisObject();
+  } else if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(E)) {
+    const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+    if (!Var)
+      return {};
+    Root = Var->hasLocalStorage() ? Location::local(Var)
+                                  : Location::global(Var);
   } else {
-    // A range-for hands the try block a new element each time.
-    return nullptr;
+    return {};
   }
-  // The loop's other statements, which run between two attempts.
-  llvm::SmallVector<const Stmt *, 8> Between = {Handler};
-  if (Cond)
-    Between.push_back(Cond);
-  if (Inc)
-    Between.push_back(Inc);
-  if (const auto *Block = dyn_cast<CompoundStmt>(Body)) {
-    if (!llvm::is_contained(Block->body(), &Try))
-      return nullptr; // Nested under a condition: too little is known.
-    for (const Stmt *Statement : Block->body())
-      if (Statement != &Try)
-        Between.push_back(Statement);
-  } else if (Body != &Try) {
-    return nullptr;
-  }
+  for (const FieldDecl *Field : llvm::reverse(Fields))
+    if (Location Child = Root.child(Selector::field(Field)))
+      Root = Child;
+    else
+      break;
+  return Root;
+}
 
-  const SourceManager &SM = Ctx.getSourceManager();
-  SourceRange LoopRange = Where.Loop->getSourceRange();
-  SourceRange TryBlockRange = Try.getTryBlock()->getSourceRange();
-  DeclSet Inputs;
-  collectReferencedDecls(Try.getTryBlock(), Inputs);
-  for (const Decl *D : Inputs) {
-    SourceLocation Loc = D->getLocation();
-    // Declared in the loop but outside the try block: new each iteration.
-    if (SM.isPointWithin(Loc, LoopRange.getBegin(), LoopRange.getEnd()) &&
-        !SM.isPointWithin(Loc, TryBlockRange.getBegin(),
-                          TryBlockRange.getEnd()))
-      return nullptr;
-    for (const Stmt *Region : Between)
-      if (isChangedIn(D, *Region, Ctx))
-        return nullptr;
+bool isNonConstReference(QualType T) {
+  if (T->isLValueReferenceType() || T->isRValueReferenceType())
+    return !T.getNonReferenceType().isConstQualified();
+  if (T->isPointerType())
+    return !T->getPointeeType().isConstQualified();
+  return false;
+}
+
+/// Where a statement's writes land, as one function's code names them.
+using StorageOf = llvm::function_ref<Location(const Expr *)>;
+
+/// How far writes are followed into callees, and whether a user function
+/// without a body counts as writing what it may (OpaqueWrites).
+struct WriteScope {
+  unsigned Depth = 2;
+  bool OpaqueWrites = true;
+};
+
+void collectWrites(const Stmt &S, StorageOf Storage,
+                   llvm::SmallVectorImpl<Location> &Out, bool &Unknown,
+                   WriteScope Scope);
+
+/// Whether a call of \p Method may change its object: a non-const method
+/// whose body, or a method it calls on the same object, writes a member.
+bool methodMayChangeObject(const CXXMethodDecl &Method, WriteScope Scope) {
+  if (Method.isConst() || Method.getParent()->isLambda())
+    return false;
+  const Stmt *Body = Method.getBody();
+  if (!Body)
+    return Scope.OpaqueWrites || isLibraryFunction(Method);
+  if (Scope.Depth == 0)
+    return true;
+  struct Visitor : RecursiveASTVisitor<Visitor> {
+    WriteScope Scope;
+    bool Changes = false;
+    bool VisitStmt(Stmt *S) {
+      llvm::SmallVector<Location, 2> Writes;
+      bool Unknown = false;
+      collectWrites(*S, writtenStorage, Writes, Unknown, Scope);
+      Changes |= llvm::any_of(Writes, [](const Location &L) {
+        return L.Kind == Location::This;
+      });
+      return !Changes;
+    }
+  } V;
+  V.Scope = {Scope.Depth - 1, Scope.OpaqueWrites};
+  V.TraverseStmt(const_cast<Stmt *>(Body));
+  return V.Changes;
+}
+
+/// Whether \p Callee may change the argument it receives for \p Param.
+bool mayChangeArgument(const FunctionDecl *Callee, unsigned Param,
+                       WriteScope Scope) {
+  if (!Callee || Param >= Callee->getNumParams())
+    return Scope.OpaqueWrites;
+  const ParmVarDecl *P = Callee->getParamDecl(Param);
+  if (!isNonConstReference(P->getType()))
+    return false;
+  const Stmt *Body = Callee->getBody();
+  if (!Body)
+    return Scope.OpaqueWrites || isLibraryFunction(*Callee);
+  ASTContext &Ctx = Callee->getASTContext();
+  LimitedParentMapScope Parents(*Callee, Ctx);
+  return ExprMutationAnalyzer(*Body, Ctx).isMutated(P);
+}
+
+void collectCallWrites(const CallExpr &Call, StorageOf Storage,
+                       llvm::SmallVectorImpl<Location> &Out, WriteScope Scope) {
+  const FunctionDecl *Callee = certainCallee(Call);
+  unsigned FirstArgument = 0;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
+      Op && isa_and_nonnull<CXXMethodDecl>(Callee)) {
+    FirstArgument = 1; // The object is the first argument.
+    const auto *Method = cast<CXXMethodDecl>(Callee);
+    if (!Method->isConst() && !Method->getParent()->isLambda())
+      Out.push_back(Storage(Op->getArg(0)));
   }
-  return Where.Loop;
+  for (unsigned I = FirstArgument; I < Call.getNumArgs(); ++I) {
+    const Expr *Arg = Call.getArg(I);
+    unsigned Param = I - FirstArgument;
+    bool ByReference =
+        Callee && Param < Callee->getNumParams()
+            ? isNonConstReference(Callee->getParamDecl(Param)->getType())
+            : Arg->isLValue() || Arg->getType()->isPointerType();
+    if (ByReference && mayChangeArgument(Callee, Param, Scope))
+      if (Location L = Storage(Arg))
+        Out.push_back(L);
+  }
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call)) {
+    const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Callee);
+    const Expr *Object = Member->getImplicitObjectArgument();
+    // LibTorch declares in-place tensor methods const: `x.resize_()`.
+    bool InPlace = Method && Method->getIdentifier() &&
+                   Method->getName().ends_with("_") &&
+                   isTensorType(Object->getType());
+    bool Changes = InPlace || (Method ? methodMayChangeObject(*Method, Scope)
+                                      : Scope.OpaqueWrites);
+    if (Changes)
+      if (Location L = Storage(Object))
+        Out.push_back(L);
+  }
+  // A lambda's call writes what it captured by reference and changes.
+  if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Callee);
+      Method && Method->getParent()->isLambda() && Method->getBody()) {
+    ASTContext &Ctx = Method->getASTContext();
+    for (const LambdaCapture &Capture : Method->getParent()->captures()) {
+      if (Capture.getCaptureKind() != LCK_ByRef || !Capture.capturesVariable())
+        continue;
+      const auto *Var = dyn_cast<VarDecl>(Capture.getCapturedVar());
+      if (!Var)
+        continue;
+      LimitedParentMapScope Parents(*Method, Ctx);
+      if (ExprMutationAnalyzer(*Method->getBody(), Ctx).isMutated(Var))
+        Out.push_back(Var->hasLocalStorage() ? Location::local(Var)
+                                             : Location::global(Var));
+    }
+  }
+}
+
+void collectWrites(const Stmt &S, StorageOf Storage,
+                   llvm::SmallVectorImpl<Location> &Out, bool &Unknown,
+                   WriteScope Scope) {
+  auto Write = [&](const Expr *Target) {
+    if (Location L = Storage(Target))
+      Out.push_back(L);
+    else
+      Unknown = true;
+  };
+  if (const auto *DS = dyn_cast<DeclStmt>(&S)) {
+    for (const Decl *D : DS->decls())
+      if (const auto *Var = dyn_cast<VarDecl>(D))
+        Out.push_back(Var->hasLocalStorage() ? Location::local(Var)
+                                             : Location::global(Var));
+    return;
+  }
+  if (const auto *BO = dyn_cast<BinaryOperator>(&S)) {
+    if (BO->isAssignmentOp())
+      Write(BO->getLHS());
+    return;
+  }
+  if (const auto *UO = dyn_cast<UnaryOperator>(&S)) {
+    if (UO->isIncrementDecrementOp())
+      Write(UO->getSubExpr());
+    return;
+  }
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S);
+      Op && Op->getNumArgs() >= 1 &&
+      (Op->isAssignmentOp() || Op->getOperator() == OO_PlusPlus ||
+       Op->getOperator() == OO_MinusMinus)) {
+    Write(Op->getArg(0));
+    return;
+  }
+  if (const auto *Call = dyn_cast<CallExpr>(&S))
+    collectCallWrites(*Call, Storage, Out, Scope);
 }
 
 } // namespace
 
-const CXXCatchStmt *enclosingHandler(const Stmt &S, ASTContext &Ctx) {
-  DynTypedNode Node = DynTypedNode::create(S);
-  for (unsigned Depth = 0; Depth < 512; ++Depth) {
-    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(Node, Ctx);
-    if (Parents.empty())
-      return nullptr;
-    const auto *Parent = Parents[0].get<Stmt>();
-    if (!Parent || isa<LambdaExpr>(Parent))
-      return nullptr;
-    if (const auto *Catch = dyn_cast<CXXCatchStmt>(Parent))
-      return Catch;
-    Node = Parents[0];
+llvm::SmallVector<const CallExpr *, 8> tryBlockWork(const CXXTryStmt &Try,
+                                                    ASTContext &Ctx) {
+  struct Visitor : RecursiveASTVisitor<Visitor> {
+    ASTContext &Ctx;
+    llvm::SmallVector<const CallExpr *, 8> Calls;
+    explicit Visitor(ASTContext &Ctx) : Ctx(Ctx) {}
+    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+    bool VisitCallExpr(CallExpr *Call) {
+      if (calleeKey(*Call) && isStatementLevelCall(*Call, Ctx))
+        Calls.push_back(Call);
+      return true;
+    }
+  } V(Ctx);
+  V.TraverseStmt(const_cast<CompoundStmt *>(Try.getTryBlock()));
+  return V.Calls;
+}
+
+//===--- The engine's side -------------------------------------------------===//
+
+Location FlowModel::storageOf(const Expr *E) const {
+  if (Location L = locationOf(E))
+    return L;
+  return writtenStorage(E);
+}
+
+void FlowModel::enterHandler(const CXXCatchStmt &Catch, const CXXTryStmt &Try,
+                             State &St) const {
+  if (!isOutOfMemoryHandler(Catch, options()))
+    return;
+  auto &Recoveries = St.recoveries();
+  llvm::erase_if(Recoveries,
+                 [&](const OomRecovery &R) { return R.Handler == &Catch; });
+  OomRecovery Fresh;
+  Fresh.Try = &Try;
+  Fresh.Handler = &Catch;
+  Recoveries.push_back(std::move(Fresh));
+}
+
+void FlowModel::trackRecoveries(const Stmt &S, State &St) const {
+  auto &Recoveries = St.recoveries();
+  if (Recoveries.empty())
+    return;
+  llvm::SmallVector<Location, 4> Writes;
+  bool Unknown = false;
+  collectWrites(
+      S, [this](const Expr *E) { return storageOf(E); }, Writes, Unknown,
+      WriteScope());
+  const auto *Call = dyn_cast<CallExpr>(&S);
+  bool EmptiesCache = Call && isEmptyCacheCall(*Call, options());
+  const SourceManager &SM = Ctx.getSourceManager();
+  // The try block running again (or its work, retried) starts a new
+  // attempt: what the old one wrote no longer matters, and a new
+  // out-of-memory error enters the handler afresh.
+  if (Call)
+    llvm::erase_if(Recoveries, [&](const OomRecovery &R) {
+      return R.EmptyCache && repeatsWork(*Call, R);
+    });
+  for (OomRecovery &R : Recoveries) {
+    for (const Location &L : Writes)
+      if (L)
+        R.addWrite(L);
+    R.WroteUnknown |= Unknown;
+    if (EmptiesCache && !R.EmptyCache &&
+        isWithin(S, R.Handler->getHandlerBlock()->getSourceRange(), SM))
+      R.EmptyCache = Call;
+  }
+}
+
+bool FlowModel::repeatsWork(const CallExpr &Call, const OomRecovery &R) const {
+  const FunctionDecl *Key = calleeKey(Call);
+  if (!Key)
+    return false;
+  llvm::SmallVector<const CallExpr *, 8> Work = tryBlockWork(*R.Try, Ctx);
+  std::string Spelled = spelling(Call, Ctx);
+  bool Repeats =
+      !Spelled.empty() && llvm::any_of(Work, [&](const CallExpr *C) {
+        return calleeKey(*C) == Key && spelling(*C, Ctx) == Spelled;
+      });
+  // A bare `reset()` or `zero_grad()` is clean-up, not the work, unless it
+  // is all the try block did.
+  return Repeats && (hasSpelledArgument(Call) || Work.size() == 1);
+}
+
+const OomRecovery *FlowModel::recoveryRetriedBy(const CallExpr &Call,
+                                                const State &St) const {
+  for (const OomRecovery &R : St.recoveries()) {
+    if (!R.EmptyCache || R.WroteUnknown || !repeatsWork(Call, R))
+      continue;
+    if (llvm::none_of(tryBlockWork(*R.Try, Ctx), [&](const CallExpr *C) {
+          return readsChangedInput(*C, R);
+        }))
+      return &R;
   }
   return nullptr;
 }
 
-bool isOrDerivesFrom(const CXXRecordDecl *Record, StringRef QualifiedName) {
-  if (!Record)
-    return false;
-  if (Record->getQualifiedNameAsString() == QualifiedName)
-    return true;
-  Record = Record->getDefinition();
-  if (!Record)
-    return false;
-  return llvm::any_of(Record->bases(), [&](const CXXBaseSpecifier &Base) {
-    return isOrDerivesFrom(Base.getType()->getAsCXXRecordDecl(), QualifiedName);
+bool FlowModel::readsChangedInput(const CallExpr &Work,
+                                  const OomRecovery &R) const {
+  const SourceManager &SM = Ctx.getSourceManager();
+  SourceRange TryBlock = R.Try->getTryBlock()->getSourceRange();
+  // What the work itself writes, apart from the weights and optimizer
+  // state it trains: a loader it advances, a counter it bumps. Each attempt
+  // then runs on different inputs.
+  llvm::SmallVector<Location, 4> OwnWrites;
+  bool Unknown = false;
+  struct Inputs : RecursiveASTVisitor<Inputs> {
+    const FlowModel &M;
+    llvm::SmallVector<const Expr *, 8> Reads;
+    llvm::SmallVector<const Stmt *, 8> Nodes;
+    explicit Inputs(const FlowModel &M) : M(M) {}
+    bool TraverseLambdaExpr(LambdaExpr *) { return true; }
+    bool TraverseMemberExpr(MemberExpr *Member) {
+      Nodes.push_back(Member);
+      Reads.push_back(Member);
+      // `options.batch_size` reads that field, not all of `options`.
+      if (isa<FieldDecl>(Member->getMemberDecl()))
+        return true;
+      return RecursiveASTVisitor::TraverseMemberExpr(Member);
+    }
+    bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+      if (isa<VarDecl>(Ref->getDecl()))
+        Reads.push_back(Ref);
+      return true;
+    }
+    bool VisitCXXThisExpr(CXXThisExpr *This) {
+      Reads.push_back(This);
+      return true;
+    }
+    bool VisitStmt(Stmt *S) {
+      Nodes.push_back(S);
+      return true;
+    }
+  } V(*this);
+  V.TraverseStmt(const_cast<CallExpr *>(&Work));
+  for (const Stmt *Node : V.Nodes)
+    collectWrites(
+        *Node, [this](const Expr *E) { return storageOf(E); }, OwnWrites,
+        Unknown, WriteScope{2, /*OpaqueWrites=*/false});
+  llvm::erase_if(OwnWrites, [&](const Location &L) {
+    const ValueDecl *Root = L.Root;
+    QualType T;
+    if (L.Kind == Location::This && L.Depth == 0)
+      return false;
+    if (const FieldDecl *Field = L.last().asField())
+      T = Field->getType();
+    else if (Root)
+      T = Root->getType();
+    T = T.getNonReferenceType();
+    const CXXRecordDecl *Record = T->getAsCXXRecordDecl();
+    return isTensorType(T) || isModuleHandleType(T) ||
+           isOptimizerClass(Record) || isOrDerivesFrom(Record, "torch::nn::Module");
   });
-}
-
-std::optional<OomRetry> findSameSizeRetry(const CXXCatchStmt &Catch,
-                                          const CallExpr &After,
-                                          ASTContext &Ctx) {
-  llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(Catch, Ctx);
-  const auto *Try = Parents.empty() ? nullptr : Parents[0].get<CXXTryStmt>();
-  if (!Try)
-    return std::nullopt;
-  if (const CallExpr *Call = findRetryCall(*Try, Catch, After, Ctx))
-    return OomRetry{Call, nullptr};
-  if (const Stmt *Loop = findRetryLoop(*Try, Catch, Ctx))
-    return OomRetry{nullptr, Loop};
-  return std::nullopt;
+  auto Changed = [&](const Location &L) {
+    if (!L)
+      return false;
+    // A variable of the try block is new on every attempt.
+    if (L.Kind == Location::Local && L.Root &&
+        SM.isPointWithin(L.Root->getLocation(), TryBlock.getBegin(),
+                         TryBlock.getEnd()))
+      return false;
+    if (L.Root && Escaped.contains(L.Root))
+      return true;
+    return R.wrote(L) || llvm::any_of(OwnWrites, [&](const Location &W) {
+             return W.hasPrefix(L) || L.hasPrefix(W);
+           });
+  };
+  // A reference reads what it is bound to, and is rebound when declared
+  // again (a range-for's element).
+  return llvm::any_of(V.Reads, [&](const Expr *Read) {
+    return Changed(storageOf(Read)) || Changed(writtenStorage(Read));
+  });
 }
 
 } // namespace clang::tidy::torch

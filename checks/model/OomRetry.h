@@ -1,40 +1,26 @@
 //===--- OomRetry.h - torch-tidy --------------------------------*- C++ -*-===//
 //
-// Whether an out-of-memory handler runs the failed work again at the same
-// size: the same call repeated in the handler with unchanged inputs, or a
-// loop around the `try` that runs it again with unchanged inputs.
+// The engine's view of an out-of-memory handler: a path that enters one
+// records the storage written from then on (OomRecovery, in the State); a
+// later call that repeats the try block's work, with none of that work's
+// inputs written, runs it again at the same size. The work is recognised by
+// its callee and its spelling; the inputs are the variables, members and
+// fields it reads.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef TORCH_TIDY_MODEL_OOMRETRY_H
 #define TORCH_TIDY_MODEL_OOMRETRY_H
 
-#include "clang/AST/ASTContext.h"
-#include "clang/AST/StmtCXX.h"
-#include <optional>
+#include "State.h"
+#include "clang/AST/DeclCXX.h"
 
 namespace clang::tidy::torch {
 
-/// How a handler retries: exactly one of the two is set.
-struct OomRetry {
-  /// A call of the try block, repeated in the handler.
-  const CallExpr *Call = nullptr;
-  /// The loop that runs the try block again after the handler.
-  const Stmt *Loop = nullptr;
-};
-
-/// The `catch` whose handler runs \p S, without leaving the function or
-/// lambda that \p S is written in.
-const CXXCatchStmt *enclosingHandler(const Stmt &S, ASTContext &Ctx);
-
-/// Whether \p Record is the class \p QualifiedName or derives from it.
-bool isOrDerivesFrom(const CXXRecordDecl *Record, StringRef QualifiedName);
-
-/// The same-size retry of \p Catch's try block, with a repeated call only
-/// after \p After (the `emptyCache()` in the handler).
-std::optional<OomRetry> findSameSizeRetry(const CXXCatchStmt &Catch,
-                                          const CallExpr &After,
-                                          ASTContext &Ctx);
+/// The statements of a try block that are its work: calls run as a
+/// statement, returned, or assigned, in source order.
+llvm::SmallVector<const CallExpr *, 8> tryBlockWork(const CXXTryStmt &Try,
+                                                    ASTContext &Ctx);
 
 } // namespace clang::tidy::torch
 

@@ -87,6 +87,9 @@ struct RequirementMatch {
   llvm::SmallVector<Operand, 2> Operands;
   std::string What;
   unsigned Flags = 0;
+  /// Statements the notes point at, the requirement's own (judged where
+  /// matched, never exported).
+  llvm::SmallVector<const Stmt *, 2> Places;
 };
 
 class Requirement {

@@ -15,6 +15,7 @@
 #define TORCH_TIDY_MODEL_STATE_H
 
 #include "Facts.h"
+#include "clang/AST/StmtCXX.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/Hashing.h"
 #include <array>
@@ -129,6 +130,24 @@ template <> struct DenseMapInfo<clang::tidy::torch::Location> {
 
 namespace clang::tidy::torch {
 
+/// A path that entered an out-of-memory handler: what it wrote since, so that
+/// a later run of the failed work can be told to run at the same size.
+struct OomRecovery {
+  const CXXTryStmt *Try = nullptr;
+  const CXXCatchStmt *Handler = nullptr;
+  /// The handler's emptyCache(), once it ran (on some path).
+  const CallExpr *EmptyCache = nullptr;
+  /// Storage written since the handler began (a set).
+  llvm::SmallVector<Location, 4> Written;
+  /// Something was written that the model cannot place.
+  bool WroteUnknown = false;
+
+  /// Whether \p L, or a part of it or what it is part of, was written.
+  bool wrote(const Location &L) const;
+  void addWrite(const Location &L);
+  bool operator==(const OomRecovery &O) const;
+};
+
 /// Facts for every tracked location, and the path facts.
 class State {
 public:
@@ -159,6 +178,13 @@ public:
   PathFacts &path() { return Path; }
   const PathFacts &path() const { return Path; }
 
+  /// The out-of-memory handlers some path to here entered (joined by
+  /// handler: the writes of every path, the emptyCache() of any).
+  llvm::SmallVectorImpl<OomRecovery> &recoveries() { return Recoveries; }
+  const llvm::SmallVectorImpl<OomRecovery> &recoveries() const {
+    return Recoveries;
+  }
+
   /// Merges \p Other into this state; returns true when this state changed.
   bool joinWith(const State &Other);
   bool operator==(const State &O) const;
@@ -167,6 +193,7 @@ public:
 private:
   llvm::DenseMap<Location, ValueFacts> Values;
   PathFacts Path;
+  llvm::SmallVector<OomRecovery, 0> Recoveries;
 };
 
 } // namespace clang::tidy::torch

@@ -251,6 +251,7 @@ void FlowModel::appendToContainer(const Location &Container, const Expr *Value,
 }
 
 void FlowModel::transfer(const Stmt &S, State &St) const {
+  trackRecoveries(S, St);
   if (const auto *E = dyn_cast<Expr>(&S);
       E && (isa<DeclRefExpr, StringLiteral>(E))) {
     DeviceLiteralKind Kind = classifyDeviceLiteral(*E);

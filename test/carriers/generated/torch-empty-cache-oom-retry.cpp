@@ -32,7 +32,7 @@ void local_pos(const torch::Tensor &batch) {
     train_step(batch);
   } catch (const c10::OutOfMemoryError &) {
     c10::cuda::CUDACachingAllocator::emptyCache();
-    // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+    // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-oom-retry]
     out_of_memory = true;
   }
   if (out_of_memory)
@@ -120,7 +120,6 @@ public:
         return;
       } catch (const c10::OutOfMemoryError &) {
         c10::cuda::CUDACachingAllocator::emptyCache();
-        // KNOWN FALSE POSITIVE; CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-oom-retry]
         batch_size_ /= 2;
       }
     }
@@ -151,7 +150,7 @@ void outparam_pos(int64_t size) {
       return;
     } catch (const c10::OutOfMemoryError &) {
       c10::cuda::CUDACachingAllocator::emptyCache();
-      // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+      // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-oom-retry]
       outparam_pos_on_oom(size, failures);
     }
   }
@@ -205,7 +204,6 @@ public:
       step();
     } catch (const c10::OutOfMemoryError &) {
       c10::cuda::CUDACachingAllocator::emptyCache();
-      // KNOWN FALSE POSITIVE; CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-oom-retry]
       halve();
       step();
     }
@@ -233,7 +231,7 @@ void field_pos(field_pos_Options &options) {
       return;
     } catch (const c10::OutOfMemoryError &) {
       c10::cuda::CUDACachingAllocator::emptyCache();
-      // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+      // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-oom-retry]
       ++options.retries;
     }
   }
@@ -329,7 +327,7 @@ struct template_pos_Runner {
       train_step(batch);
     } catch (const c10::OutOfMemoryError &) {
       c10::cuda::CUDACachingAllocator::emptyCache();
-      // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+      // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-oom-retry]
       train_step(batch);
     }
   }
