@@ -30,12 +30,14 @@ public:
     if (!R)
       return false;
     const SourceManager &SM = M.context().getSourceManager();
-    SourceRange TryBlock = R->Try->getTryBlock()->getSourceRange();
+    SourceRange TryBlock = R->Try ? R->Try->getTryBlock()->getSourceRange()
+                                  : SourceRange();
     Out.What = "'emptyCache()'";
     Out.Places = {R->EmptyCache, R->Handler};
     Out.Flags = (catchesOutOfMemoryError(*R->Handler) ? TypedHandler : 0) |
-                (SM.isPointWithin(Call->getBeginLoc(), TryBlock.getBegin(),
-                                  TryBlock.getEnd())
+                (TryBlock.isValid() &&
+                         SM.isPointWithin(Call->getBeginLoc(),
+                                          TryBlock.getBegin(), TryBlock.getEnd())
                      ? RetryInTryBlock
                      : 0);
     return true;

@@ -418,7 +418,7 @@ bool State::joinWith(const State &Other) {
   // behind a flag the join forgets); the writes of both paths count.
   for (const OomRecovery &Theirs : Other.Recoveries) {
     auto Mine = llvm::find_if(Recoveries, [&](const OomRecovery &R) {
-      return R.Handler == Theirs.Handler;
+      return R.sameHandler(Theirs);
     });
     if (Mine == Recoveries.end()) {
       Recoveries.push_back(Theirs);
@@ -453,7 +453,7 @@ void OomRecovery::addWrite(const Location &L) {
 }
 
 bool OomRecovery::operator==(const OomRecovery &O) const {
-  return Try == O.Try && Handler == O.Handler && EmptyCache == O.EmptyCache &&
+  return Try == O.Try && sameHandler(O) && EmptyCache == O.EmptyCache &&
          WroteUnknown == O.WroteUnknown && Written.size() == O.Written.size() &&
          llvm::all_of(Written, [&](const Location &L) {
            return llvm::is_contained(O.Written, L);

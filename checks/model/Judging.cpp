@@ -370,6 +370,11 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     }
     if (Exit->path().Grad != GradMode::Entry)
       S.ExitGrad = Exit->path().Grad;
+    for (const OomRecovery &R : Exit->recoveries())
+      if (R.EmptyCache && !S.OomEmptyCache) {
+        S.OomHandler = R.Handler;
+        S.OomEmptyCache = R.EmptyCache;
+      }
   }
 
   // Obligations the callers must judge, and the training the body does.

@@ -2,6 +2,7 @@
 
 #include "OomRetry.h"
 #include "FlowModel.h"
+#include "Summary.h"
 #include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
 #include "api/Training.h"
@@ -80,6 +81,27 @@ bool hasSpelledArgument(const CallExpr &Call) {
   return llvm::any_of(Call.arguments(), [](const Expr *Arg) {
     return !isa<CXXDefaultArgExpr>(Arg);
   });
+}
+
+/// Whether the caller uses \p Call's result (tests it, stores it) rather
+/// than running it as a statement.
+bool resultIsUsed(const CallExpr &Call, ASTContext &Ctx) {
+  if (Call.getType()->isVoidType())
+    return false;
+  const Stmt *Current = &Call;
+  for (unsigned Depth = 0; Depth < 16; ++Depth) {
+    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(*Current, Ctx);
+    if (Parents.size() != 1)
+      return false;
+    const auto *Parent = Parents[0].get<Stmt>();
+    if (!Parent)
+      return Parents[0].get<VarDecl>() != nullptr;
+    if (!isa<ExprWithCleanups, CXXBindTemporaryExpr, MaterializeTemporaryExpr,
+             ImplicitCastExpr, ParenExpr>(Parent))
+      return !isRunAsStatement(*Parent, *Current, Ctx);
+    Current = Parent;
+  }
+  return false;
 }
 
 bool isWithin(const Stmt &Inner, SourceRange Outer, const SourceManager &SM) {
@@ -212,9 +234,34 @@ bool mayChangeArgument(const FunctionDecl *Callee, unsigned Param,
   return ExprMutationAnalyzer(*Body, Ctx).isMutated(P);
 }
 
+/// Library accessors that are non-const only to hand out a non-const
+/// reference: calling one writes nothing.
+bool isLibraryAccessor(const FunctionDecl *Callee) {
+  const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Callee);
+  if (!Method || !isLibraryFunction(*Method))
+    return false;
+  switch (Method->getOverloadedOperator()) {
+  case OO_Arrow:
+  case OO_Star:
+  case OO_Subscript:
+    return true;
+  case OO_None:
+    break;
+  default:
+    return false;
+  }
+  if (!Method->getIdentifier())
+    return false;
+  return llvm::is_contained({"at", "front", "back", "begin", "end", "get",
+                             "data", "ptr", "find"},
+                            Method->getName());
+}
+
 void collectCallWrites(const CallExpr &Call, StorageOf Storage,
                        llvm::SmallVectorImpl<Location> &Out, WriteScope Scope) {
   const FunctionDecl *Callee = certainCallee(Call);
+  if (isLibraryAccessor(Callee))
+    return;
   unsigned FirstArgument = 0;
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
       Op && isa_and_nonnull<CXXMethodDecl>(Callee)) {
@@ -334,8 +381,9 @@ void FlowModel::enterHandler(const CXXCatchStmt &Catch, const CXXTryStmt &Try,
   if (!isOutOfMemoryHandler(Catch, options()))
     return;
   auto &Recoveries = St.recoveries();
-  llvm::erase_if(Recoveries,
-                 [&](const OomRecovery &R) { return R.Handler == &Catch; });
+  llvm::erase_if(Recoveries, [&](const OomRecovery &R) {
+    return R.Handler == &Catch && !R.FailedCall;
+  });
   OomRecovery Fresh;
   Fresh.Try = &Try;
   Fresh.Handler = &Catch;
@@ -344,14 +392,19 @@ void FlowModel::enterHandler(const CXXCatchStmt &Catch, const CXXTryStmt &Try,
 
 void FlowModel::trackRecoveries(const Stmt &S, State &St) const {
   auto &Recoveries = St.recoveries();
-  if (Recoveries.empty())
+  const auto *Call = dyn_cast<CallExpr>(&S);
+  // A callee that may return from an out-of-memory handler that emptied the
+  // cache, and whose result the caller tests: the call is the failed work.
+  const FunctionSummary *Callee =
+      Call && resultIsUsed(*Call, Ctx) ? summaryAt(*Call, St) : nullptr;
+  bool ReportsFailure = Callee && Callee->OomEmptyCache;
+  if (Recoveries.empty() && !ReportsFailure)
     return;
   llvm::SmallVector<Location, 4> Writes;
   bool Unknown = false;
   collectWrites(
       S, [this](const Expr *E) { return storageOf(E); }, Writes, Unknown,
       WriteScope());
-  const auto *Call = dyn_cast<CallExpr>(&S);
   bool EmptiesCache = Call && isEmptyCacheCall(*Call, options());
   const SourceManager &SM = Ctx.getSourceManager();
   // The try block running again (or its work, retried) starts a new
@@ -367,16 +420,34 @@ void FlowModel::trackRecoveries(const Stmt &S, State &St) const {
         R.addWrite(L);
     R.WroteUnknown |= Unknown;
     if (EmptiesCache && !R.EmptyCache &&
+        !R.FailedCall &&
         isWithin(S, R.Handler->getHandlerBlock()->getSourceRange(), SM))
       R.EmptyCache = Call;
   }
+  if (ReportsFailure) {
+    llvm::erase_if(Recoveries,
+                   [&](const OomRecovery &R) { return R.FailedCall == Call; });
+    OomRecovery Failed;
+    Failed.Handler = Callee->OomHandler;
+    Failed.EmptyCache = Callee->OomEmptyCache;
+    Failed.FailedCall = Call;
+    Recoveries.push_back(std::move(Failed));
+  }
+}
+
+/// The work a recovery's handler saw fail.
+static llvm::SmallVector<const CallExpr *, 8> failedWork(const OomRecovery &R,
+                                                         ASTContext &Ctx) {
+  if (R.FailedCall)
+    return {R.FailedCall};
+  return tryBlockWork(*R.Try, Ctx);
 }
 
 bool FlowModel::repeatsWork(const CallExpr &Call, const OomRecovery &R) const {
   const FunctionDecl *Key = calleeKey(Call);
   if (!Key)
     return false;
-  llvm::SmallVector<const CallExpr *, 8> Work = tryBlockWork(*R.Try, Ctx);
+  llvm::SmallVector<const CallExpr *, 8> Work = failedWork(R, Ctx);
   std::string Spelled = spelling(Call, Ctx);
   bool Repeats =
       !Spelled.empty() && llvm::any_of(Work, [&](const CallExpr *C) {
@@ -392,7 +463,7 @@ const OomRecovery *FlowModel::recoveryRetriedBy(const CallExpr &Call,
   for (const OomRecovery &R : St.recoveries()) {
     if (!R.EmptyCache || R.WroteUnknown || !repeatsWork(Call, R))
       continue;
-    if (llvm::none_of(tryBlockWork(*R.Try, Ctx), [&](const CallExpr *C) {
+    if (llvm::none_of(failedWork(R, Ctx), [&](const CallExpr *C) {
           return readsChangedInput(*C, R);
         }))
       return &R;
@@ -403,7 +474,8 @@ const OomRecovery *FlowModel::recoveryRetriedBy(const CallExpr &Call,
 bool FlowModel::readsChangedInput(const CallExpr &Work,
                                   const OomRecovery &R) const {
   const SourceManager &SM = Ctx.getSourceManager();
-  SourceRange TryBlock = R.Try->getTryBlock()->getSourceRange();
+  SourceRange TryBlock = R.Try ? R.Try->getTryBlock()->getSourceRange()
+                               : SourceRange();
   // What the work itself writes, apart from the weights and optimizer
   // state it trains: a loader it advances, a counter it bumps. Each attempt
   // then runs on different inputs.
@@ -460,7 +532,7 @@ bool FlowModel::readsChangedInput(const CallExpr &Work,
     if (!L)
       return false;
     // A variable of the try block is new on every attempt.
-    if (L.Kind == Location::Local && L.Root &&
+    if (L.Kind == Location::Local && L.Root && TryBlock.isValid() &&
         SM.isPointWithin(L.Root->getLocation(), TryBlock.getBegin(),
                          TryBlock.getEnd()))
       return false;

@@ -133,8 +133,12 @@ namespace clang::tidy::torch {
 /// A path that entered an out-of-memory handler: what it wrote since, so that
 /// a later run of the failed work can be told to run at the same size.
 struct OomRecovery {
+  /// The try block whose work failed; null when the handler ran in a callee.
   const CXXTryStmt *Try = nullptr;
   const CXXCatchStmt *Handler = nullptr;
+  /// For a handler in a callee: the call that returned from it and whose
+  /// result tells the failure; that call is the work.
+  const CallExpr *FailedCall = nullptr;
   /// The handler's emptyCache(), once it ran (on some path).
   const CallExpr *EmptyCache = nullptr;
   /// Storage written since the handler began (a set).
@@ -146,6 +150,9 @@ struct OomRecovery {
   bool wrote(const Location &L) const;
   void addWrite(const Location &L);
   bool operator==(const OomRecovery &O) const;
+  bool sameHandler(const OomRecovery &O) const {
+    return Handler == O.Handler && FailedCall == O.FailedCall;
+  }
 };
 
 /// Facts for every tracked location, and the path facts.

@@ -54,6 +54,10 @@ struct FunctionSummary {
   /// A backward pass or a step runs outside every loop of the body (a
   /// per-step helper): the caller's loop around a call is a training loop.
   bool TrainsPerCall = false;
+  /// Some path returns from an out-of-memory handler that emptied the cache:
+  /// that handler and its emptyCache() (this TU only; not exported).
+  const CXXCatchStmt *OomHandler = nullptr;
+  const CallExpr *OomEmptyCache = nullptr;
   /// Some path synchronises the device with the host.
   bool MaySynchronize = false;
   /// Some path may run a backward pass or a step that the analysis cannot

@@ -364,7 +364,7 @@ bool context_pos_try_step(const torch::Tensor &batch) {
     return true;
   } catch (const c10::OutOfMemoryError &) {
     c10::cuda::CUDACachingAllocator::emptyCache();
-    // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+    // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-empty-cache-oom-retry]
     return false;
   }
 }
