@@ -135,11 +135,14 @@ void FlowAnalysis::computeThrowEdges() {
     for (const CFGBlock *Block : *Graph) {
       if (Block == Dispatch)
         continue;
-      bool InTry = llvm::any_of(*Block, [&](const CFGElement &El) {
-        auto S = El.getAs<CFGStmt>();
-        return S && SM.isPointWithin(S->getStmt()->getBeginLoc(),
-                                     Range.getBegin(), Range.getEnd());
-      });
+      bool InTry = false;
+      for (const CFGElement &El : *Block)
+        if (auto S = El.getAs<CFGStmt>();
+            S && SM.isPointWithin(S->getStmt()->getBeginLoc(),
+                                  Range.getBegin(), Range.getEnd())) {
+          MayThrow.insert(S->getStmt());
+          InTry = true;
+        }
       if (!InTry)
         continue;
       ThrowsTo[Block->getBlockID()].push_back(Dispatch);
@@ -202,7 +205,14 @@ void FlowAnalysis::walk(const Stmt *S, bool IsElement, State &St,
 }
 
 void FlowAnalysis::runBlock(const CFGBlock &Block, State &St,
-                            std::optional<Observer> Visit) const {
+                            std::optional<Observer> Visit,
+                            std::optional<State> *Thrown) const {
+  auto MayLeave = [&] {
+    if (!*Thrown)
+      *Thrown = St;
+    else
+      (*Thrown)->joinWith(St);
+  };
   if (const auto *Catch = dyn_cast_or_null<CXXCatchStmt>(Block.getLabel()))
     for (const CFGBlock::AdjacentBlock &Pred : Block.preds())
       if (const auto *Try = dyn_cast_or_null<CXXTryStmt>(
@@ -210,8 +220,14 @@ void FlowAnalysis::runBlock(const CFGBlock &Block, State &St,
         Model.enterHandler(*Catch, *Try, St);
         break;
       }
+  bool LastMayThrow = false;
   for (const CFGElement &El : Block) {
-    if (auto S = El.getAs<CFGStmt>()) {
+    auto S = El.getAs<CFGStmt>();
+    if (S)
+      LastMayThrow = MayThrow.contains(S->getStmt());
+    if (Thrown && LastMayThrow)
+      MayLeave();
+    if (S) {
       walk(S->getStmt(), /*IsElement=*/true, St, Visit);
     } else if (auto Init = El.getAs<CFGInitializer>()) {
       const CXXCtorInitializer *I = Init->getInitializer();
@@ -224,11 +240,27 @@ void FlowAnalysis::runBlock(const CFGBlock &Block, State &St,
       Model.transferDestructor(*Dtor->getVarDecl(), St);
     }
   }
+  if (Thrown && LastMayThrow)
+    MayLeave();
 }
 
 const State *FlowAnalysis::exitState() const {
   const std::optional<State> &Exit = BlockEntry[Graph->getExit().getBlockID()];
   return Exit ? &*Exit : nullptr;
+}
+
+/// Whether \p Block ends by throwing out of the function: clang's CFG sends
+/// a `throw` outside any try block to the exit, but the caller never sees
+/// that state returned.
+static bool throwsToExit(const CFGBlock &Block, const CFG &Graph) {
+  if (isa_and_nonnull<CXXTryStmt>(Block.getTerminatorStmt()))
+    return false; // Its edge to the exit is handled per successor.
+  if (Block.succ_size() != 1 || *Block.succ_begin() != &Graph.getExit())
+    return false;
+  for (auto It = Block.rbegin(); It != Block.rend(); ++It)
+    if (auto S = It->getAs<CFGStmt>())
+      return isa<CXXThrowExpr>(S->getStmt());
+  return false;
 }
 
 std::vector<State> FlowAnalysis::endStates() const {
@@ -239,6 +271,7 @@ std::vector<State> FlowAnalysis::endStates() const {
     bool AnySuccessor = false;
     for (const CFGBlock::AdjacentBlock &Succ : Block->succs())
       AnySuccessor |= Succ.isReachable();
+    AnySuccessor &= !throwsToExit(*Block, *Graph);
     const std::optional<State> &In = BlockEntry[Block->getBlockID()];
     if (AnySuccessor || !In)
       continue;
@@ -295,13 +328,20 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
     const CFGBlock *Block = ReversePostOrder[*Worklist.begin()];
     Worklist.erase(Worklist.begin());
     State St = *BlockEntry[Block->getBlockID()];
-    runBlock(*Block, St, std::nullopt);
+    const auto &Dispatches = ThrowsTo[Block->getBlockID()];
+    std::optional<State> Thrown;
+    runBlock(*Block, St, std::nullopt, Dispatches.empty() ? nullptr : &Thrown);
 
     const Expr *Cond = branchCondition(*Block);
     unsigned SuccIndex = 0;
+    bool Throws = throwsToExit(*Block, *Graph);
+    // A try's dispatch block goes to the exit for an exception no handler
+    // catches: it leaves the function without returning.
+    bool Dispatch = isa_and_nonnull<CXXTryStmt>(Block->getTerminatorStmt());
     for (const CFGBlock::AdjacentBlock &Succ : Block->succs()) {
       unsigned Index = SuccIndex++;
-      if (!Succ.isReachable())
+      if (!Succ.isReachable() || Throws ||
+          (Dispatch && Succ.getReachableBlock() == &Graph->getExit()))
         continue;
       const CFGBlock *Next = Succ.getReachableBlock();
       State Out = St;
@@ -316,13 +356,15 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
       if (Changed)
         Worklist.insert(Order[Next->getBlockID()]);
     }
-    for (const CFGBlock *Dispatch : ThrowsTo[Block->getBlockID()]) {
+    for (const CFGBlock *Dispatch : Dispatches) {
+      if (!Thrown)
+        break;
       std::optional<State> &In = BlockEntry[Dispatch->getBlockID()];
       bool Changed = !In.has_value();
       if (!In)
-        In = St;
+        In = *Thrown;
       else
-        Changed = In->joinWith(St);
+        Changed = In->joinWith(*Thrown);
       if (Changed)
         Worklist.insert(Order[Dispatch->getBlockID()]);
     }

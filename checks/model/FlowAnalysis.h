@@ -65,7 +65,8 @@ public:
   const FunctionDecl *function() const { return Function; }
   const Decl &owner() const { return Owner; }
   const State &entryState() const { return Entry; }
-  /// Where the function returns normally; null when it never does.
+  /// Where the function returns normally (a `throw` out of it is not a
+  /// return); null when it never does.
   const State *exitState() const;
   /// The states where the function ends without returning to the exit
   /// block's predecessor chain (a noreturn call, a throw), and the exit.
@@ -87,8 +88,12 @@ private:
   void computeReversePostOrder();
   void solve(unsigned VisitsPerBlock);
   void reportCap(unsigned VisitsPerBlock) const;
+  /// Runs \p Block's elements on \p St. With \p Thrown, joins into it the
+  /// state before each element of a try block, and after the last one:
+  /// where an exception may leave the block.
   void runBlock(const CFGBlock &Block, State &St,
-                std::optional<Observer> Visit) const;
+                std::optional<Observer> Visit,
+                std::optional<State> *Thrown = nullptr) const;
   void walk(const Stmt *S, bool IsElement, State &St,
             std::optional<Observer> Visit) const;
   const Expr *branchCondition(const CFGBlock &Block) const;
@@ -125,6 +130,8 @@ private:
   /// CFG leaves those edges out unless every call outside a try also gets
   /// one to the exit.
   std::vector<llvm::SmallVector<const CFGBlock *, 1>> ThrowsTo, ThrownFrom;
+  /// The elements that run inside a try block, which may throw.
+  llvm::DenseSet<const Stmt *> MayThrow;
   void computeThrowEdges();
   /// Entry states, indexed by block ID; nullopt for unreached blocks.
   std::vector<std::optional<State>> BlockEntry;

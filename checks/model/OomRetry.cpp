@@ -176,6 +176,23 @@ bool isNonConstReference(QualType T) {
   return false;
 }
 
+/// What writing to \p L cannot change: the size of the work. The weights and
+/// optimizer state a step trains (modules, optimizers) and the tensors it
+/// computes are rewritten by every attempt.
+bool isSizeNeutral(const Location &L) {
+  QualType T;
+  if (const FieldDecl *Field = L.last().asField())
+    T = Field->getType();
+  else if (L.Depth == 0 && L.Root)
+    T = L.Root->getType();
+  else
+    return false;
+  T = T.getNonReferenceType();
+  const CXXRecordDecl *Record = T->getAsCXXRecordDecl();
+  return isTensorType(T) || isModuleHandleType(T) || isOptimizerClass(Record) ||
+         isOrDerivesFrom(Record, "torch::nn::Module");
+}
+
 /// Where a statement's writes land, as one function's code names them.
 using StorageOf = llvm::function_ref<Location(const Expr *)>;
 
@@ -208,7 +225,7 @@ bool methodMayChangeObject(const CXXMethodDecl &Method, WriteScope Scope) {
       bool Unknown = false;
       collectWrites(*S, writtenStorage, Writes, Unknown, Scope);
       Changes |= llvm::any_of(Writes, [](const Location &L) {
-        return L.Kind == Location::This;
+        return L.Kind == Location::This && !isSizeNeutral(L);
       });
       return !Changes;
     }
@@ -514,20 +531,7 @@ bool FlowModel::readsChangedInput(const CallExpr &Work,
     collectWrites(
         *Node, [this](const Expr *E) { return storageOf(E); }, OwnWrites,
         Unknown, WriteScope{2, /*OpaqueWrites=*/false});
-  llvm::erase_if(OwnWrites, [&](const Location &L) {
-    const ValueDecl *Root = L.Root;
-    QualType T;
-    if (L.Kind == Location::This && L.Depth == 0)
-      return false;
-    if (const FieldDecl *Field = L.last().asField())
-      T = Field->getType();
-    else if (Root)
-      T = Root->getType();
-    T = T.getNonReferenceType();
-    const CXXRecordDecl *Record = T->getAsCXXRecordDecl();
-    return isTensorType(T) || isModuleHandleType(T) ||
-           isOptimizerClass(Record) || isOrDerivesFrom(Record, "torch::nn::Module");
-  });
+  llvm::erase_if(OwnWrites, isSizeNeutral);
   auto Changed = [&](const Location &L) {
     if (!L)
       return false;

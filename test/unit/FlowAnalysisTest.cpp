@@ -93,6 +93,16 @@ TEST(FlowAnalysis, Factories) {
   EXPECT_EQ(deviceAt("void f() { auto x = torch::zeros({2}, torch::kCUDA); auto y = x.new_zeros({3}); probe(y); }"), "CUDA");
 }
 
+TEST(FlowAnalysis, ExceptionHandlers) {
+  // A handler runs after any statement of its try block: it is reached,
+  // with the facts of the paths into it joined.
+  EXPECT_EQ(deviceAt("void g(); void f() { auto x = torch::randn({2}); try { g(); } catch (...) { probe(x); } }"), "CPU");
+  EXPECT_EQ(deviceAt("void g(); void f() { auto x = torch::randn({2}).cuda(); try { g(); x = x.cpu(); g(); } catch (const std::exception &) { probe(x); } }"), "an unknown device");
+  EXPECT_EQ(deviceAt("void g(); void f() { try { g(); } catch (...) { auto y = torch::ones({2}, torch::kCUDA); probe(y); } }"), "CUDA");
+  // Code after the try statement sees the handler's path too.
+  EXPECT_EQ(deviceAt("void g(); void f() { auto x = torch::randn({2}); try { g(); } catch (...) { x = x.cuda(); } probe(x); }"), "an unknown device");
+}
+
 TEST(FlowAnalysis, Conversions) {
   EXPECT_EQ(deviceAt("void f() { auto x = torch::randn({2}); x = x.to(torch::kCUDA); probe(x); }"), "CUDA");
   EXPECT_EQ(deviceAt("void f() { auto x = torch::randn({2}).cuda(); x = x.cpu(); probe(x); }"), "CPU");
