@@ -460,10 +460,35 @@ static llvm::SmallVector<const CallExpr *, 8> failedWork(const OomRecovery &R,
   return tryBlockWork(*R.Try, Ctx);
 }
 
+/// Whether \p Call calls \p F, the function it is written in, with F's own
+/// parameters (and object): the whole body runs again on the same inputs.
+static bool recursesUnchanged(const CallExpr &Call, const FunctionDecl &F) {
+  const FunctionDecl *Pattern = F.getTemplateInstantiationPattern();
+  if (calleeKey(Call) != (Pattern ? Pattern : &F)->getCanonicalDecl() ||
+      Call.getNumArgs() != F.getNumParams() || isa<CXXOperatorCallExpr>(Call))
+    return false;
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call);
+      Member && !isa<CXXThisExpr>(
+                    Member->getImplicitObjectArgument()->IgnoreParenImpCasts()))
+    return false;
+  for (unsigned I = 0; I < Call.getNumArgs(); ++I) {
+    const Expr *Arg = Call.getArg(I)->IgnoreParenImpCasts();
+    if (const auto *Copy = dyn_cast<CXXConstructExpr>(Arg);
+        Copy && Copy->getNumArgs() == 1)
+      Arg = Copy->getArg(0)->IgnoreParenImpCasts();
+    const auto *Ref = dyn_cast<DeclRefExpr>(Arg);
+    if (!Ref || Ref->getDecl() != F.getParamDecl(I))
+      return false;
+  }
+  return true;
+}
+
 bool FlowModel::repeatsWork(const CallExpr &Call, const OomRecovery &R) const {
   const FunctionDecl *Key = calleeKey(Call);
   if (!Key)
     return false;
+  if (!R.FailedCall && Function && recursesUnchanged(Call, *Function))
+    return true;
   llvm::SmallVector<const CallExpr *, 8> Work = failedWork(R, Ctx);
   std::string Spelled = spelling(Call, Ctx);
   bool Repeats =

@@ -139,6 +139,17 @@ void Runner::run() {
   }
 }
 
+torch::Tensor score_recursively(Net &net, const torch::Tensor &inputs) {
+  try {
+    return net.forward(inputs);
+  } catch (const c10::OutOfMemoryError &) {
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'emptyCache()' before retrying
+    // CHECK-MESSAGES: :[[@LINE+1]]:12: note: the same call is retried here with unchanged arguments
+    return score_recursively(net, inputs);
+  }
+}
+
 // Negatives (near misses).
 
 void smaller_batch_in_handler(const torch::Tensor &batch) {
@@ -308,5 +319,16 @@ void suppressed(const torch::Tensor &batch) {
   } catch (const c10::OutOfMemoryError &) {
     c10::cuda::CUDACachingAllocator::emptyCache(); // NOLINT(torch-empty-cache-oom-retry)
     train_step(batch);
+  }
+}
+
+torch::Tensor score_in_halves(Net &net, const torch::Tensor &inputs) {
+  try {
+    return net.forward(inputs);
+  } catch (const c10::OutOfMemoryError &) {
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    auto halves = inputs.chunk(2);
+    return torch::cat({score_in_halves(net, halves[0]),
+                       score_in_halves(net, halves[1])});
   }
 }
