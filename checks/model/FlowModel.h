@@ -231,6 +231,10 @@ private:
   llvm::DenseMap<const ValueDecl *, const CallExpr *> BackwardReceivers;
   /// Pointers that cudaHostAlloc / cudaMallocHost fill: page-locked memory.
   llvm::DenseSet<const ValueDecl *> PinnedHostPointers;
+  /// The work of each try block an out-of-memory handler was followed from.
+  mutable llvm::DenseMap<const CXXTryStmt *,
+                         llvm::SmallVector<const CallExpr *, 8>>
+      TryWork;
   /// Module handle variables initialised as a copy of another handle and
   /// never assigned: they name the same module.
   llvm::DenseMap<const ValueDecl *, const Expr *> HandleAliases;
@@ -238,6 +242,9 @@ private:
   /// Records the writes of \p S, and the emptyCache() it runs, in every
   /// out-of-memory handler the path entered.
   void trackRecoveries(const Stmt &S, State &St) const;
+  /// The work \p R's handler saw fail: the try block's calls (computed once
+  /// per try), or the call of the callee that failed.
+  llvm::ArrayRef<const CallExpr *> failedWork(const OomRecovery &R) const;
   /// Whether \p Call repeats a call of \p R's try block: the same callee,
   /// spelled the same.
   bool repeatsWork(const CallExpr &Call, const OomRecovery &R) const;

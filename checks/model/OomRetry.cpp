@@ -412,9 +412,9 @@ void FlowModel::trackRecoveries(const Stmt &S, State &St) const {
   const auto *Call = dyn_cast<CallExpr>(&S);
   // A callee that may return from an out-of-memory handler that emptied the
   // cache, and whose result the caller tests: the call is the failed work.
-  const FunctionSummary *Callee =
-      Call && resultIsUsed(*Call, Ctx) ? summaryAt(*Call, St) : nullptr;
-  bool ReportsFailure = Callee && Callee->OomEmptyCache;
+  const FunctionSummary *Callee = Call ? summaryAt(*Call, St) : nullptr;
+  bool ReportsFailure =
+      Callee && Callee->OomEmptyCache && resultIsUsed(*Call, Ctx);
   if (Recoveries.empty() && !ReportsFailure)
     return;
   llvm::SmallVector<Location, 4> Writes;
@@ -452,12 +452,14 @@ void FlowModel::trackRecoveries(const Stmt &S, State &St) const {
   }
 }
 
-/// The work a recovery's handler saw fail.
-static llvm::SmallVector<const CallExpr *, 8> failedWork(const OomRecovery &R,
-                                                         ASTContext &Ctx) {
+llvm::ArrayRef<const CallExpr *>
+FlowModel::failedWork(const OomRecovery &R) const {
   if (R.FailedCall)
-    return {R.FailedCall};
-  return tryBlockWork(*R.Try, Ctx);
+    return llvm::ArrayRef(R.FailedCall);
+  auto [It, New] = TryWork.try_emplace(R.Try);
+  if (New)
+    It->second = tryBlockWork(*R.Try, Ctx);
+  return It->second;
 }
 
 /// Whether \p Call calls \p F, the function it is written in, with F's own
@@ -489,7 +491,7 @@ bool FlowModel::repeatsWork(const CallExpr &Call, const OomRecovery &R) const {
     return false;
   if (!R.FailedCall && Function && recursesUnchanged(Call, *Function))
     return true;
-  llvm::SmallVector<const CallExpr *, 8> Work = failedWork(R, Ctx);
+  llvm::ArrayRef<const CallExpr *> Work = failedWork(R);
   std::string Spelled = spelling(Call, Ctx);
   bool Repeats =
       !Spelled.empty() && llvm::any_of(Work, [&](const CallExpr *C) {
@@ -505,7 +507,7 @@ const OomRecovery *FlowModel::recoveryRetriedBy(const CallExpr &Call,
   for (const OomRecovery &R : St.recoveries()) {
     if (!R.EmptyCache || R.WroteUnknown || !repeatsWork(Call, R))
       continue;
-    if (llvm::none_of(failedWork(R, Ctx), [&](const CallExpr *C) {
+    if (llvm::none_of(failedWork(R), [&](const CallExpr *C) {
           return readsChangedInput(*C, R);
         }))
       return &R;
