@@ -255,9 +255,16 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     ModuleCall Forward;
     const auto *CE = dyn_cast_or_null<CallExpr>(Call.Call);
     bool IsForward = CE && matchModuleCall(*CE, Forward);
+    // A part whose device the body does not prove is on the module's, as
+    // the whole output is.
+    Sourced<DeviceValue> OutputDevice;
+    if (IsForward)
+      OutputDevice = evaluateModuleCall(*CE, Forward, Before).Device;
     for (const SummaryEffect &R : Summary.Returns)
       if (Location Here = R.Where.replacePrefix(Location::returned(), Result)) {
         ValueFacts Part = instantiate(R.Exit, Call, Before);
+        if (IsForward && R.Where.Depth && !Part.Device.Value.isKnown())
+          Part.Device = OutputDevice;
         keepArgumentGraphs(Call, Before, Part);
         if (IsForward && (Part.Graph.Value == GraphState::InGraph ||
                           !Part.GraphSources.empty()))
@@ -343,8 +350,16 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
   // non-const method of the user's may change every member of its object.
   St.forgetRoots(Location::Global);
   const auto *MD = dyn_cast_or_null<CXXMethodDecl>(FD);
-  if (MD && !MD->isConst() && !MD->isStatic() && Call.Object)
-    St.forgetTree(Call.Object);
+  if (!MD || MD->isConst() || MD->isStatic() || !Call.Object)
+    return;
+  St.forgetTree(Call.Object);
+  // A method of the class whose state is being computed, on `*this`: it
+  // leaves the members within that state, as every method must.
+  if (Call.Object == Location::thisObject())
+    if (const auto *Invariant = Program.classInvariantSoFar(MD->getParent()))
+      for (const auto &[Member, Facts] : *Invariant)
+        if (!Facts.isUnknown())
+          St.set(Member, Facts);
 }
 
 void FlowModel::transferConstruction(const CXXConstructExpr &E,

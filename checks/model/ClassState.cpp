@@ -8,6 +8,7 @@
 #include "support/UserCodeParents.h"
 #include "support/UserCodeTraversal.h"
 #include "clang/AST/RecursiveASTVisitor.h"
+#include "llvm/ADT/ScopeExit.h"
 
 namespace clang::tidy::torch {
 
@@ -90,6 +91,12 @@ private:
   llvm::DenseSet<const FieldDecl *> &Out;
 };
 
+/// Whether \p L lies in one of \p Members of `*this`.
+bool isMemberOf(const Location &L, llvm::ArrayRef<const FieldDecl *> Members) {
+  return L.Kind == Location::This && L.Depth >= 1 &&
+         llvm::is_contained(Members, Selector::fromRaw(L.Path[0]).asField());
+}
+
 } // namespace
 
 const llvm::DenseSet<const FieldDecl *> &
@@ -124,6 +131,63 @@ static ValueFacts resolveEntries(const ValueFacts &F, const EntryContext &Contex
   return R;
 }
 
+/// Analyses \p Method from \p Entry and joins what it leaves in the members
+/// into \p Facts (new parts of members become keys).
+template <typename DropFn>
+static void joinMethodExit(const CXXMethodDecl &Method,
+                           llvm::ArrayRef<const FieldDecl *> Members,
+                           const State &Entry, ProgramModel &Program,
+                           llvm::DenseMap<Location, ValueFacts> &Facts,
+                           llvm::SmallVectorImpl<Location> &Keys, DropFn Drop) {
+  if (isa<CXXConstructorDecl, CXXDestructorDecl>(Method) || Method.isStatic() ||
+      Method.isDeleted() || Method.isCopyAssignmentOperator() ||
+      Method.isMoveAssignmentOperator())
+    return;
+  const FunctionDecl *Body = nullptr;
+  if (!Method.hasBody(Body) || !Body || !Program.isAnalyzable(*Body)) {
+    // A member function whose body is unknown may change any member it
+    // can: every one, unless it is const (which still moves modules).
+    if (Method.isImplicit())
+      return;
+    for (const FieldDecl *F : Members)
+      if (!Method.isConst() || isModuleHandleType(F->getType()))
+        Drop(F);
+    return;
+  }
+  State MethodEntry = Entry;
+  for (const ParmVarDecl *P : Body->parameters())
+    MethodEntry.set(Location::local(P), ValueFacts::atEntry(*P));
+  std::unique_ptr<FlowAnalysis> A = Program.analyse(*Body, MethodEntry);
+  if (!A || !A->converged()) {
+    for (const FieldDecl *F : Members)
+      Drop(F);
+    return;
+  }
+  const State *Exit = A->exitState();
+  if (!Exit)
+    return; // never returns
+  llvm::SmallVector<Location, 8> Changed;
+  Exit->forEach([&](const Location &L, const ValueFacts &) {
+    if (isMemberOf(L, Members))
+      Changed.push_back(L);
+  });
+  for (const Location &L : Keys)
+    if (!llvm::is_contained(Changed, L))
+      Changed.push_back(L);
+  llvm::sort(Changed);
+  for (const Location &L : Changed) {
+    ValueFacts After = Exit->get(L).withoutEntries();
+    if (After == Entry.get(L))
+      continue;
+    if (!llvm::is_contained(Keys, L)) {
+      Keys.push_back(L);
+      Facts[L] = After;
+      continue;
+    }
+    Facts[L] = joinFacts(Facts[L], After);
+  }
+}
+
 ClassState computeClassState(const CXXRecordDecl &Class,
                              ProgramModel &Program) {
   ClassState Result;
@@ -140,11 +204,6 @@ ClassState computeClassState(const CXXRecordDecl &Class,
       Members.push_back(F);
   if (Members.empty())
     return Result;
-  auto IsMemberLocation = [&](const Location &L) {
-    return L.Kind == Location::This && L.Depth >= 1 &&
-           llvm::is_contained(Members, L.memberField() ? L.memberField()
-                                                       : Selector::fromRaw(L.Path[0]).asField());
-  };
 
   // 1. What every constructor establishes: its summary's effects on the
   // members, its parameters as its callers pass them. A constructor without
@@ -164,7 +223,7 @@ ClassState computeClassState(const CXXRecordDecl &Class,
     const EntryContext &Callers = Program.entryContext(*Ctor);
     llvm::DenseMap<Location, ValueFacts> Established;
     for (const SummaryEffect &E : Summary->Effects)
-      if (IsMemberLocation(E.Where)) {
+      if (isMemberOf(E.Where, Members)) {
         Established[E.Where] = resolveEntries(E.Exit, Callers);
         if (!llvm::is_contained(Keys, E.Where))
           Keys.push_back(E.Where);
@@ -192,10 +251,13 @@ ClassState computeClassState(const CXXRecordDecl &Class,
   }
 
   // 2. Other member functions keep those facts or change them: each is
-  // analysed from them, and a member it leaves otherwise is joined.
-  State Entry;
-  for (const Location &L : Keys)
-    Entry.set(L, Facts.lookup(L));
+  // analysed from them, and a member it leaves otherwise is joined. A call of
+  // one method from another leaves the facts so far; while that was used and
+  // the facts grew, the methods run again from them.
+  const llvm::DenseMap<Location, ValueFacts> *Published = &Facts;
+  Program.setClassInvariantSoFar(*Def, Published);
+  auto Unpublish = llvm::make_scope_exit(
+      [&] { Program.setClassInvariantSoFar(*Def, nullptr); });
   const llvm::DenseSet<const FieldDecl *> &Foreign =
       Program.foreignWrittenMembers();
   auto Drop = [&](const FieldDecl *F) {
@@ -206,53 +268,27 @@ ClassState computeClassState(const CXXRecordDecl &Class,
   for (const FieldDecl *F : Members)
     if (Foreign.contains(F))
       Drop(F);
-  for (const CXXMethodDecl *Method : Def->methods()) {
-    if (isa<CXXConstructorDecl, CXXDestructorDecl>(Method) ||
-        Method->isStatic() || Method->isDeleted() ||
-        Method->isCopyAssignmentOperator() || Method->isMoveAssignmentOperator())
-      continue;
-    const FunctionDecl *Body = nullptr;
-    if (!Method->hasBody(Body) || !Body || !Program.isAnalyzable(*Body)) {
-      // A member function whose body is unknown may change any member it
-      // can: every one, unless it is const (which still moves modules).
-      if (Method->isImplicit())
-        continue;
-      for (const FieldDecl *F : Members)
-        if (!Method->isConst() || isModuleHandleType(F->getType()))
-          Drop(F);
-      continue;
-    }
-    State MethodEntry = Entry;
-    for (const ParmVarDecl *P : Body->parameters())
-      MethodEntry.set(Location::local(P), ValueFacts::atEntry(*P));
-    std::unique_ptr<FlowAnalysis> A = Program.analyse(*Body, MethodEntry);
-    if (!A || !A->converged()) {
-      for (const FieldDecl *F : Members)
-        Drop(F);
-      continue;
-    }
-    const State *Exit = A->exitState();
-    if (!Exit)
-      continue; // never returns
-    llvm::SmallVector<Location, 8> Changed;
-    Exit->forEach([&](const Location &L, const ValueFacts &) {
-      if (IsMemberLocation(L))
-        Changed.push_back(L);
-    });
+  constexpr unsigned MaxRounds = 4;
+  for (unsigned Round = 0;; ++Round) {
+    State Entry;
     for (const Location &L : Keys)
-      if (!llvm::is_contained(Changed, L))
-        Changed.push_back(L);
-    llvm::sort(Changed);
-    for (const Location &L : Changed) {
-      ValueFacts After = Exit->get(L).withoutEntries();
-      if (After == Entry.get(L))
-        continue;
-      if (!llvm::is_contained(Keys, L)) {
-        Keys.push_back(L);
-        Facts[L] = After;
-        continue;
-      }
-      Facts[L] = joinFacts(Facts[L], After);
+      Entry.set(L, Facts.lookup(L));
+    llvm::DenseMap<Location, ValueFacts> Before = Facts;
+    unsigned CutsBefore = Program.buildCuts();
+    for (const CXXMethodDecl *Method : Def->methods())
+      joinMethodExit(*Method, Members, Entry, Program, Facts, Keys, Drop);
+    bool UsedOtherMethods = Program.buildCuts() != CutsBefore;
+    bool Grew = false;
+    for (const Location &L : Keys)
+      Grew |= !(Facts.lookup(L) == Before.lookup(L));
+    if (!UsedOtherMethods || !Grew)
+      break;
+    if (Round + 1 == MaxRounds) {
+      // Not settled: what still changes is not known.
+      for (const Location &L : Keys)
+        if (!(Facts.lookup(L) == Before.lookup(L)))
+          Facts[L] = ValueFacts();
+      break;
     }
   }
   for (const Location &L : Keys)

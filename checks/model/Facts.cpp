@@ -43,14 +43,21 @@ bool ValueFacts::dependsOnEntry() const {
 
 template <typename T>
 static Sourced<T> joinSourced(const Sourced<T> &A, const Sourced<T> &B) {
-  if (A != B)
+  if (!(A.Value == B.Value))
+    return {};
+  // An entry value known here (a member's class state, what every caller
+  // passes) and the same value from elsewhere: that value, whatever entered.
+  if (A.Entry != B.Entry && !A.isKnown())
     return {};
   // Keep one origin deterministically: the earlier one in the file.
+  Sourced<T> R = A;
   if (B.Origin.isValid() &&
       (!A.Origin.isValid() ||
        B.Origin.getRawEncoding() < A.Origin.getRawEncoding()))
-    return B;
-  return A;
+    R = B;
+  if (A.Entry != B.Entry)
+    R.Entry = nullptr;
+  return R;
 }
 
 static Implication joinImplications(const Implication &A,

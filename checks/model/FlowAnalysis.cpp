@@ -72,7 +72,7 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
       OS << ": dev="
          << V.Device.Value.describe() << (V.Device.Entry ? "(entry)" : "")
          << " pin=" << int(V.Pin.Value) << " graph=" << int(V.Graph.Value)
-         << (V.Empty ? " empty" : "") << (V.PendingCopy.isValid() ? " pending" : "")
+         << (V.Empty ? " empty" : "") << (V.MayBeZeroDim ? "" : " ndim") << (V.PendingCopy.isValid() ? " pending" : "")
          << " src=" << V.GraphSources.size();
       for (const Stmt *Source : V.GraphSources)
         OS << " " << Source->getStmtClassName() << "@" << SM.getPresumedLineNumber(Source->getBeginLoc()) << ":"
@@ -310,6 +310,41 @@ const Expr *FlowAnalysis::branchCondition(const CFGBlock &Block) const {
   return Cond;
 }
 
+void FlowAnalysis::leaveRangeFor(const CXXForRangeStmt &Loop,
+                                 const CFGBlock &Condition,
+                                 llvm::ArrayRef<unsigned> Order,
+                                 State &Out) const {
+  Location Container = Model.locationOf(Loop.getRangeInit());
+  Location Elements =
+      Container ? Container.child(Selector::element()) : Location();
+  if (!Elements)
+    return;
+  // The loop leaves through its condition once it has visited every
+  // element: each holds what the body left in it, as at the back edges.
+  // With no back edge reached yet, it ran no iteration: no element.
+  std::optional<State> Back;
+  for (const CFGBlock::AdjacentBlock &Pred : Condition.preds()) {
+    const CFGBlock *P = Pred.getReachableBlock();
+    if (!P || Order[P->getBlockID()] <= Order[Condition.getBlockID()])
+      continue;
+    if (const std::optional<State> &In = BlockEntry[P->getBlockID()]) {
+      if (Back)
+        Back->joinWith(*In);
+      else
+        Back = *In;
+    }
+  }
+  Out.forgetTree(Elements);
+  if (!Back) {
+    ValueFacts Nothing;
+    Nothing.Empty = true;
+    Out.set(Elements, Nothing);
+    return;
+  }
+  for (const Location &L : Back->tree(Elements))
+    Out.set(L, Back->get(L));
+}
+
 void FlowAnalysis::solve(unsigned VisitsPerBlock) {
   std::vector<unsigned> Order(Graph->getNumBlockIDs(), 0);
   for (unsigned I = 0; I < ReversePostOrder.size(); ++I)
@@ -347,6 +382,10 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
       State Out = St;
       if (Cond)
         Model.refineOnBranch(Cond, /*Taken=*/Index == 0, Out);
+      if (Index == 1)
+        if (const auto *ForRange =
+                dyn_cast_or_null<CXXForRangeStmt>(Block->getTerminatorStmt()))
+          leaveRangeFor(*ForRange, *Block, Order, Out);
       std::optional<State> &In = BlockEntry[Next->getBlockID()];
       bool Changed = !In.has_value();
       if (!In)

@@ -97,6 +97,10 @@ private:
   void walk(const Stmt *S, bool IsElement, State &St,
             std::optional<Observer> Visit) const;
   const Expr *branchCondition(const CFGBlock &Block) const;
+  /// The state leaving a range-for through its condition: the elements of
+  /// the container it walks hold what the body left in each.
+  void leaveRangeFor(const CXXForRangeStmt &Loop, const CFGBlock &Condition,
+                     llvm::ArrayRef<unsigned> Order, State &Out) const;
 
   struct Loop {
     const CFGBlock *Header = nullptr;

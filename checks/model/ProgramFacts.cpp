@@ -39,6 +39,20 @@ bool ProgramModel::isBuilding(const CXXRecordDecl *Class) const {
   return Class && llvm::is_contained(Building, Class->getCanonicalDecl());
 }
 
+const llvm::DenseMap<Location, ValueFacts> *
+ProgramModel::classInvariantSoFar(const CXXRecordDecl *Class) const {
+  return Class ? InvariantsSoFar.lookup(Class->getCanonicalDecl()) : nullptr;
+}
+
+void ProgramModel::setClassInvariantSoFar(
+    const CXXRecordDecl &Class,
+    const llvm::DenseMap<Location, ValueFacts> *Facts) {
+  if (Facts)
+    InvariantsSoFar[Class.getCanonicalDecl()] = Facts;
+  else
+    InvariantsSoFar.erase(Class.getCanonicalDecl());
+}
+
 bool ProgramModel::callsClassUnderConstruction(const CallExpr &Call) const {
   if (Building.empty())
     return false;

@@ -180,6 +180,15 @@ public:
   /// Whether a method of \p Class is being analysed to compute its state.
   bool isBuilding(const CXXRecordDecl *Class) const;
   bool callsClassUnderConstruction(const CallExpr &Call) const;
+  /// How many answers were given short because a class was being built.
+  unsigned buildCuts() const { return BuildCuts; }
+  /// While \p Class's state is computed: its members' facts so far, the
+  /// invariant that a call of one of its methods on `*this` leaves (every
+  /// method is analysed from it until it holds); null otherwise.
+  const llvm::DenseMap<Location, ValueFacts> *
+  classInvariantSoFar(const CXXRecordDecl *Class) const;
+  void setClassInvariantSoFar(const CXXRecordDecl &Class,
+                              const llvm::DenseMap<Location, ValueFacts> *Facts);
   /// The path facts after a global's initialiser has run (CUDA selected in
   /// it, unchecked, before main).
   PathFacts initializerPath(const VarDecl &Global);
@@ -269,6 +278,8 @@ private:
   llvm::DenseMap<const VarDecl *, std::unique_ptr<FlowAnalysis>> Initializers;
   llvm::DenseMap<const CXXRecordDecl *, std::unique_ptr<ClassState>> Classes;
   llvm::SmallVector<const CXXRecordDecl *, 2> Building;
+  llvm::DenseMap<const CXXRecordDecl *, const llvm::DenseMap<Location, ValueFacts> *>
+      InvariantsSoFar;
   /// Answers given short because a class's state was being built (a method
   /// of it without its summary, the class state itself). What was computed
   /// with one of them is not kept while a build is under way: it is
