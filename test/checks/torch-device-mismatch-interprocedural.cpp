@@ -373,3 +373,81 @@ void ema_copy_of_a_placed_model(torch::Device device) {
   ema->forward(probe);
   // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'ema' has its parameters on 'device' but is called with 'probe' on CPU; {{.*}}[torch-device-mismatch]
 }
+
+#include <tuple>
+#include <vector>
+
+// A range-for that moves every element leaves them all moved; one that may
+// stop early (a break) leaves them unknown.
+struct ClientImpl : torch::nn::Module {
+  ClientImpl() : fc(register_module("fc", torch::nn::Linear(4, 2))) {}
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Client);
+
+void every_client_moved(torch::Device device) {
+  std::vector<Client> clients;
+  for (int k = 0; k < 3; ++k)
+    clients.push_back(Client());
+  for (auto &c : clients)
+    c->to(device);
+  auto holdout = torch::randn({2, 4});
+  for (auto &c : clients)
+    c->forward(holdout);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'c' has its parameters on 'device' but is called with 'holdout' on CPU; {{.*}}[torch-device-mismatch]
+  std::vector<torch::Tensor> batches;
+  for (int k = 0; k < 3; ++k)
+    batches.push_back(torch::randn({2, 4}));
+  for (auto &b : batches)
+    b = b.to(device);
+  for (const auto &b : batches)
+    auto shifted = b + holdout;
+  // CHECK-MESSAGES: :[[@LINE-1]]:22: warning: operator '+' combines 'b' on 'device' with 'holdout' on CPU; {{.*}}[torch-device-mismatch]
+}
+
+void some_clients_moved(torch::Device device, int budget) {
+  std::vector<Client> clients;
+  clients.push_back(Client());
+  for (auto &c : clients) {
+    if (budget-- == 0)
+      break;
+    c->to(device);
+  }
+  for (auto &c : clients)
+    c->forward(torch::randn({2, 4}));
+}
+
+// A forward that returns a tuple: each part is on the module's device.
+struct TwoHeadsImpl : torch::nn::Module {
+  TwoHeadsImpl() : fc(register_module("fc", torch::nn::Linear(4, 4))) {}
+  std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor x) {
+    return {fc(x), fc(x)};
+  }
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(TwoHeads);
+
+class Decoder {
+public:
+  explicit Decoder(torch::Device device) : device_(device) {
+    heads_->to(device_);
+    for (int l = 0; l < 3; ++l)
+      anchors_.push_back(torch::rand({4, 4}));
+  }
+  torch::Tensor decode(const torch::Tensor &features, size_t level) {
+    auto [deltas, scores] = heads_->forward(features);
+    return deltas + anchors_[level];
+    // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: operator '+' combines 'deltas' on 'device_' {{.*}} with 'anchors_[level]' on CPU {{.*}}[torch-device-mismatch]
+  }
+
+private:
+  torch::Device device_;
+  TwoHeads heads_;
+  std::vector<torch::Tensor> anchors_;
+};
+
+torch::Tensor decode_level(torch::Device device) {
+  Decoder d(device);
+  return d.decode(torch::randn({2, 4}, device), 0);
+}

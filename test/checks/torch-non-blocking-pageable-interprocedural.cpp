@@ -151,3 +151,68 @@ void pinned_from_a_helper() {
 }
 
 void upload_to_the_cpu() { upload(torch::ones({2}), torch::kCPU); }
+
+#include <deque>
+#include <map>
+#include <string>
+
+// A member container filled by one method and read by another that calls it.
+class Prefetcher {
+public:
+  explicit Prefetcher(torch::Device device) : device_(device) {}
+  void fill() {
+    while (ready_.size() < 4)
+      ready_.push_back(torch::randn({8}));
+  }
+  torch::Tensor next() {
+    fill();
+    auto batch = ready_.front().to(device_, /*non_blocking=*/true);
+    // CHECK-MESSAGES: :[[@LINE-1]]:33: warning: non_blocking copy of 'ready_.front()' (from 'fill()' {{.*}}) to 'device_' (CUDA on a machine with a GPU) from pageable memory {{.*}}[torch-non-blocking-pageable]
+    ready_.pop_front();
+    return batch;
+  }
+
+private:
+  torch::Device device_;
+  std::deque<torch::Tensor> ready_;
+};
+
+// The same class filled with pinned memory stays silent.
+class PinnedPrefetcher {
+public:
+  explicit PinnedPrefetcher(torch::Device device) : device_(device) {}
+  void fill() { ready_.push_back(torch::randn({8}).pin_memory()); }
+  torch::Tensor next() {
+    fill();
+    return ready_.front().to(device_, /*non_blocking=*/true);
+  }
+
+private:
+  torch::Device device_;
+  std::deque<torch::Tensor> ready_;
+};
+
+torch::Tensor prefetch_both(torch::Device device) {
+  Prefetcher p(device);
+  PinnedPrefetcher q(device);
+  return p.next() + q.next();
+}
+
+// A map of features filled by one function, read through a reference
+// parameter by another.
+using Features = std::map<std::string, torch::Tensor>;
+Features lookup_features() {
+  Features f;
+  f["user"] = torch::randn({8});
+  return f;
+}
+torch::Tensor upload_features(Features &f, torch::Device device) {
+  return f["user"].to(device, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: non_blocking copy of 'f["user"]' {{.*}}from pageable memory {{.*}}[torch-non-blocking-pageable]
+}
+void feature_loop(torch::Device device) {
+  for (int step = 0; step < 3; ++step) {
+    auto features = lookup_features();
+    upload_features(features, device);
+  }
+}
