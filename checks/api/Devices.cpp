@@ -1,6 +1,7 @@
 //===--- Devices.cpp - torch-tidy -----------------------------------------===//
 
 #include "Devices.h"
+#include "TorchApi.h"
 #include "TorchMatchers.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
@@ -239,6 +240,11 @@ DeviceLiteralUse classifyDeviceLiteralUse(const Expr &Literal,
       if (Built)
         return DeviceLiteralUse::Selection;
       if (FD && isDeviceTakingFunction(*FD) && Child != Call->getCallee())
+        return DeviceLiteralUse::Selection;
+      // `torch::load(module, path, kCUDA)` loads onto that device.
+      if (const Expr *LoadDevice = nullptr;
+          moduleLoadedBy(*Call, LoadDevice) && LoadDevice &&
+          stripConversions(LoadDevice) == stripConversions(cast<Expr>(Child)))
         return DeviceLiteralUse::Selection;
       return DeviceLiteralUse::Other;
     }

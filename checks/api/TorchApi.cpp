@@ -356,6 +356,22 @@ const Expr *moduleMethodCallReceiver(const CallExpr &Call,
   return throughArrow(Object);
 }
 
+const Expr *moduleLoadedBy(const CallExpr &Call, const Expr *&Device) {
+  Device = nullptr;
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || !FD->getIdentifier() || FD->getName() != "load" ||
+      FD->getQualifiedNameAsString() != "torch::load" ||
+      Call.getNumArgs() < 1 || !isModuleHandleType(Call.getArg(0)->getType()))
+    return nullptr;
+  Device = argumentForParameter(Call, "device");
+  for (unsigned I = 1; !Device && I < Call.getNumArgs(); ++I) {
+    QualType T = stripConversions(Call.getArg(I))->getType();
+    if (isDeviceType(T) || isDeviceTypeEnum(T))
+      Device = Call.getArg(I);
+  }
+  return Call.getArg(0);
+}
+
 const Expr *moduleToReceiver(const CallExpr &Call) {
   return moduleMethodCallReceiver(Call, "to");
 }

@@ -154,6 +154,11 @@ bool isTorchFunction(const FunctionDecl &FD);
 /// `module->to(...)` / `module.to(...)`: the module handle, or null.
 const Expr *moduleToReceiver(const CallExpr &Call);
 
+/// `torch::load(module, path[, device])`: the module loaded into, or null;
+/// \p Device is set to the device argument when there is one (the 2.x
+/// headers forward it through a parameter pack).
+const Expr *moduleLoadedBy(const CallExpr &Call, const Expr *&Device);
+
 /// The argument bound to a parameter named \p Name, or null (also when a
 /// default argument is used).
 const Expr *argumentForParameter(const CallExpr &Call, llvm::StringRef Name);

@@ -416,12 +416,11 @@ static const Expr *moduleArgumentOf(const CallExpr &Call,
     Action = "eval";
     return Module;
   }
-  if (const FunctionDecl *FD = Call.getDirectCallee())
-    if (FD->getQualifiedNameAsString() == "torch::load" &&
-        Call.getNumArgs() >= 1 && isModuleHandleType(Call.getArg(0)->getType())) {
-      Action = "load";
-      return Call.getArg(0);
-    }
+  const Expr *Device = nullptr;
+  if (const Expr *Module = moduleLoadedBy(Call, Device)) {
+    Action = "load";
+    return Module;
+  }
   return nullptr;
 }
 
@@ -459,8 +458,13 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     if (!L)
       return;
     ValueFacts F = St.get(L);
+    const Expr *LoadDevice = nullptr;
+    if (Action == "load")
+      moduleLoadedBy(Call, LoadDevice);
     if (Action == "to" || Action == "load") {
-      if (const Expr *DeviceArg = argumentForParameter(Call, "device")) {
+      if (const Expr *DeviceArg = Action == "load"
+                                      ? LoadDevice
+                                      : argumentForParameter(Call, "device")) {
         F.Device = evaluateDeviceSpec(DeviceArg, St);
         F.Device.Origin = Call.getExprLoc();
         F.Device.Via = nullptr;

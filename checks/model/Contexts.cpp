@@ -69,7 +69,7 @@ const EntryContext &ProgramModel::entryContext(const FunctionDecl &F) {
   unsigned Cuts = BuildCuts;
   EntryContext C = computeEntryContext(F);
   ContextsInProgress.erase(Key);
-  if (!keepable(Cuts)) {
+  if (!keepable(Cuts) || !C.Complete) {
     TransientContexts.push_back(std::make_unique<EntryContext>(std::move(C)));
     return *TransientContexts.back();
   }
@@ -168,6 +168,10 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     const FunctionDecl *CallerDef = Site.Caller;
     if (ContextsInProgress.contains(CallerDef->getCanonicalDecl()))
       continue; // recursion: the other callers decide
+    if (isAnalysing(*CallerDef)) {
+      C.Complete = false;
+      continue;
+    }
     const FlowAnalysis *A = analysis(*CallerDef);
     if (!A)
       continue;
@@ -212,7 +216,9 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     // Where the callee runs: in this call's loop, or wherever its caller
     // runs when the call runs on every call of the caller.
     LoopContext Loop = A->loopContext(*Site.Call);
-    inheritLoopContext(Loop, entryContext(*CallerDef).Loop);
+    const EntryContext &CallerContext = entryContext(*CallerDef);
+    inheritLoopContext(Loop, CallerContext.Loop);
+    C.Complete &= CallerContext.Complete;
     if (Loop.TrainingLoop.isValid() && C.Loop.TrainingLoop.isInvalid()) {
       C.Loop.TrainingLoop = Loop.TrainingLoop;
       C.Loop.TrainingCall = Loop.TrainingCall;

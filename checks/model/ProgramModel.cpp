@@ -197,6 +197,10 @@ ProgramModel::summaryAnalysis(const FunctionDecl &Function) {
   return A && A->converged() ? A : nullptr;
 }
 
+bool ProgramModel::isAnalysing(const FunctionDecl &Function) const {
+  return AnalysesUnderWay.contains(&Function);
+}
+
 const FlowAnalysis *ProgramModel::analysis(const FunctionDecl &Function) {
   auto It = ContextAnalyses.find(&Function);
   if (It != ContextAnalyses.end()) {
@@ -208,11 +212,13 @@ const FlowAnalysis *ProgramModel::analysis(const FunctionDecl &Function) {
   // Reserve the slot: a caller's analysis that asks for this function's
   // context does not come back here.
   ContextAnalyses.try_emplace(&Function, nullptr);
+  AnalysesUnderWay.insert(&Function);
   unsigned Cuts = BuildCuts;
   const EntryContext &Context = entryContext(Function);
   std::unique_ptr<FlowAnalysis> A = analyse(Function, Context.Entry);
+  AnalysesUnderWay.erase(&Function);
   const FlowAnalysis *Result = A && A->converged() ? A.get() : nullptr;
-  if (!keepable(Cuts)) {
+  if (!keepable(Cuts) || !Context.Complete) {
     ContextAnalyses.erase(&Function);
     TransientAnalyses.push_back(std::move(A));
     return Result;

@@ -91,6 +91,9 @@ struct EntryContext {
   /// The largest device count that some caller proves, and where.
   int64_t CountAtLeast = 0;
   const Expr *CountProof = nullptr;
+  /// Some caller's analysis was still under way (it asked, through a
+  /// summary or a class state, for this context): it is computed again.
+  bool Complete = true;
 };
 
 /// How the checks configure the model: module-wide, so that one TU has one
@@ -164,6 +167,8 @@ public:
   const FunctionSummary *summary(const FunctionDecl &F);
   /// What the callers of \p F establish at its entry.
   const EntryContext &entryContext(const FunctionDecl &F);
+  /// Whether \p Function's context analysis is under way.
+  bool isAnalysing(const FunctionDecl &Function) const;
   /// The external facts asked for so far.
   const ExternalReads &externalReads() const { return Reads; }
 
@@ -270,7 +275,7 @@ private:
       SummaryAnalyses, ContextAnalyses;
   llvm::DenseMap<const FunctionDecl *, std::optional<FunctionSummary>>
       Summaries;
-  llvm::DenseSet<const FunctionDecl *> InProgress;
+  llvm::DenseSet<const FunctionDecl *> InProgress, AnalysesUnderWay;
   unsigned Depth = 0;
   llvm::DenseMap<const FunctionDecl *, std::unique_ptr<EntryContext>> Contexts;
   llvm::DenseSet<const FunctionDecl *> ContextsInProgress;

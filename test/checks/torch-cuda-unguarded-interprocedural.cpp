@@ -47,3 +47,25 @@ int main() {
   auto d = pick(0);
   return 0;
 }
+
+// torch::load onto CUDA selects CUDA; onto a checked device it does not.
+struct ResumedImpl : torch::nn::Module {
+  ResumedImpl() : fc(register_module("fc", torch::nn::Linear(4, 2))) {}
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Resumed);
+
+Resumed resume_on_gpu(const std::string &path) {
+  Resumed model;
+  torch::load(model, path, torch::kCUDA);
+  // CHECK-MESSAGES: :[[@LINE-1]]:28: warning: CUDA device selected without checking torch::cuda::is_available(){{.*}}[torch-cuda-unguarded]
+  return model;
+}
+
+Resumed resume_where_available(const std::string &path) {
+  Resumed model;
+  torch::load(model, path,
+              torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
+  return model;
+}

@@ -451,3 +451,19 @@ torch::Tensor decode_level(torch::Device device) {
   Decoder d(device);
   return d.decode(torch::randn({2, 4}, device), 0);
 }
+
+// torch::load with a device places the module.
+struct LoadedImpl : torch::nn::Module {
+  LoadedImpl() : fc(register_module("fc", torch::nn::Linear(4, 2))) {}
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Loaded);
+
+void load_then_run(const std::string &path, torch::Device device) {
+  Loaded model;
+  torch::load(model, path, device);
+  model->forward(torch::randn({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'model' has its parameters on 'device' {{.*}}but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
+  model->forward(torch::randn({2, 4}, device));
+}
