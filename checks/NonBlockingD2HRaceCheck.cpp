@@ -34,8 +34,11 @@ public:
   }
 
   Verdict judge(const RequirementMatch &M, const SiteContext &) const override {
-    return M.Operands[0].Facts.PendingCopy.isValid() ? Verdict::Violated
-                                                     : Verdict::Holds;
+    const ValueFacts &Read = M.Operands[0].Facts;
+    if (Read.PendingCopy.isInvalid())
+      return Verdict::Holds;
+    // Pending if the callers pass a CUDA tensor: theirs to say.
+    return Read.PendingIf ? Verdict::Callers : Verdict::Violated;
   }
 };
 

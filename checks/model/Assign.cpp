@@ -90,10 +90,8 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
       F.Graph.Value == GraphState::Unknown)
     if (const CallExpr *Backward = BackwardReceivers.lookup(L.Root))
       F.Graph = {GraphState::InGraph, Backward->getExprLoc()};
-  if (!isTensorType(Type)) {
-    F.PendingCopy = SourceLocation();
-    F.PendingVia = nullptr;
-  }
+  if (!isTensorType(Type))
+    F.clearPendingCopy();
   // A default-constructed tensor, or an empty holder, holds nothing yet.
   if (!Init && (isTensorType(Type) || containerRecord(Type)))
     F.Empty = true;

@@ -144,6 +144,23 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
                                   const State &S) const {
   ValueFacts R = InCallee;
   R.Device = instantiate(InCallee.Device, Call, S);
+  // A copy pending if the callers pass a CUDA tensor: this call decides, or
+  // hands the question on to its own callers.
+  if (InCallee.PendingIf) {
+    R.PendingIf = nullptr;
+    Sourced<DeviceValue> Passed =
+        entryValueAt(*InCallee.PendingIf, Call, S).Device;
+    if (!Passed.Value.mayBeCUDA()) {
+      if (isa_and_nonnull<ParmVarDecl>(Passed.Entry) && !Passed.Value.isKnown())
+        R.PendingIf = Passed.Entry;
+      else
+        R.clearPendingCopy();
+    }
+  }
+  if (R.PendingCopy.isValid() && InCallee.PendingCopy.isValid() && Call.Callee)
+    R.PendingVia = Program.step(Call.Call->getExprLoc(),
+                                Program.calleeName(*Call.Callee),
+                                InCallee.PendingVia);
   auto Substitute = [&](const auto &Fact, auto Member) {
     using SourcedT = std::decay_t<decltype(Fact)>;
     if (Fact.Entry) {
@@ -168,6 +185,7 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
     if (InCallee.PendingCopy.isInvalid()) {
       R.PendingCopy = Caller.PendingCopy;
       R.PendingVia = Caller.PendingVia;
+      R.PendingIf = Caller.PendingIf;
     }
     for (const Stmt *Source : Caller.GraphSources)
       if (!llvm::is_contained(R.GraphSources, Source))
@@ -189,10 +207,6 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
       R.GraphSources.clear();
     return R;
   }
-  if (InCallee.PendingCopy.isValid() && Call.Callee)
-    R.PendingVia = Program.step(Call.Call->getExprLoc(),
-                                Program.calleeName(*Call.Callee),
-                                InCallee.PendingVia);
   return R;
 }
 
@@ -489,8 +503,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     ValueFacts Dest = St.get(L);
     ValueFacts Src = evaluate(Call.getArg(0), St);
     Dest.Graph = Src.Graph.Value == GraphState::InGraph ? Src.Graph : Dest.Graph;
-    Dest.PendingCopy = SourceLocation();
-    Dest.PendingVia = nullptr;
+    Dest.clearPendingCopy();
     Dest.Empty = false;
     if (Dest.Device.Value.isCPU() && Src.Device.Value.mayBeCUDA())
       if (std::optional<bool> NB =

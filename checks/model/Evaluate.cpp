@@ -177,9 +177,10 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
   F.MayBeZeroDim = true;
   // An op that runs computes where its operands are: a known device (other
   // than a possibly 0-dim CPU tensor, which may meet any device) decides
-  // over unknown ones; known devices that differ decide nothing.
-  std::optional<Sourced<DeviceValue>> Decided;
-  bool Conflict = false;
+  // over unknown ones; known devices that differ decide nothing. Else one
+  // entry value ("whatever this parameter's tensor is on") decides.
+  std::optional<Sourced<DeviceValue>> Decided, FromEntry;
+  bool Conflict = false, EntryConflict = false;
   for (const Expr *Op : Ops) {
     if (!isTensorType(Op->getType()))
       continue;
@@ -197,6 +198,11 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
         Conflict = true;
       else if (Decided->Entry != OpFacts.Device.Entry)
         Decided->Entry = nullptr;
+    } else if (OpFacts.Device.Entry && !OpFacts.Device.Value.isKnown()) {
+      if (!FromEntry)
+        FromEntry = OpFacts.Device;
+      else if (FromEntry->Entry != OpFacts.Device.Entry)
+        EntryConflict = true;
     }
     AnyInGraph |= OpFacts.Graph.Value == GraphState::InGraph;
     AllNoGraph &= OpFacts.Graph.Value == GraphState::NoGraph;
@@ -207,6 +213,8 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
   }
   if (Decided && !Conflict)
     F.Device = *Decided;
+  else if (!Decided && FromEntry && !EntryConflict)
+    F.Device = *FromEntry;
   if (F.Device.Value.isKnown() && !F.Device.Entry) {
     F.Device.Origin = E.getExprLoc();
     F.Device.Via = nullptr;
@@ -475,13 +483,19 @@ ValueFacts FlowModel::evaluateConversion(const CallExpr &Call,
     // A dtype conversion allocates a new, pageable, tensor.
     F.Pin = {};
   }
-  F.PendingCopy = SourceLocation();
-  F.PendingVia = nullptr;
-  if (Target.Value.isCPU() && Source.Device.Value.mayBeCUDA())
+  F.clearPendingCopy();
+  // From a parameter's tensor that the callers may place on CUDA, the copy
+  // is pending if they do.
+  const auto *Parameter = dyn_cast_or_null<ParmVarDecl>(Source.Device.Entry);
+  bool MayBeCUDA = Source.Device.Value.mayBeCUDA();
+  if (Target.Value.isCPU() &&
+      (MayBeCUDA || (Parameter && !Source.Device.Value.isKnown())))
     if (std::optional<bool> NonBlocking =
             evaluateBool(argumentForParameter(Call, "non_blocking"), S))
-      if (*NonBlocking)
+      if (*NonBlocking) {
         F.PendingCopy = Call.getExprLoc();
+        F.PendingIf = MayBeCUDA ? nullptr : Parameter;
+      }
   return F;
 }
 
@@ -499,8 +513,7 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     F.Pin = {};
   } else if (Name == "cpu") {
     F = Source;
-    F.PendingCopy = SourceLocation();
-    F.PendingVia = nullptr;
+    F.clearPendingCopy();
     if (!Source.Device.Value.isCPU())
       F.Pin = {Pinning::Pageable, Loc};
     F.Device = {DeviceValue::cpu(), Loc};
@@ -535,6 +548,7 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
       F.Pin = Source.Pin;
       F.PendingCopy = Source.PendingCopy;
       F.PendingVia = Source.PendingVia;
+      F.PendingIf = Source.PendingIf;
     } else if (Source.Device.Value.isCPU()) {
       F.Pin = {Pinning::Pageable, Loc};
     }

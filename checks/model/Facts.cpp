@@ -13,6 +13,7 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
   return Device == O.Device && Pin == O.Pin && Graph == O.Graph &&
          Mode == O.Mode && ModeLayers == O.ModeLayers &&
          HasParameters == O.HasParameters && PendingCopy == O.PendingCopy &&
+         PendingIf == O.PendingIf &&
          MayBeZeroDim == O.MayBeZeroDim && DeviceUnset == O.DeviceUnset &&
          Scalar == O.Scalar && Callables == O.Callables &&
          CallablesKnown == O.CallablesKnown &&
@@ -117,10 +118,8 @@ ScalarFacts joinScalars(const ScalarFacts &A, const ScalarFacts &B) {
 ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D) {
   F.Pin.Entry = F.Graph.Entry = F.Mode.Entry = &D;
   // Passing a tensor whose copy is pending is the read the caller reports.
-  if (isa<ParmVarDecl>(D)) {
-    F.PendingCopy = SourceLocation();
-    F.PendingVia = nullptr;
-  }
+  if (isa<ParmVarDecl>(D))
+    F.clearPendingCopy();
   if (isDeviceType(D.getType().getNonReferenceType())) {
     if (!F.Device.Value.isKnown())
       F.Device = {DeviceValue::symbolic(&D), D.getLocation()};
@@ -158,6 +157,11 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
                   A.PendingCopy.getRawEncoding() < B.PendingCopy.getRawEncoding();
     R.PendingCopy = AFirst ? A.PendingCopy : B.PendingCopy;
     R.PendingVia = A.PendingVia == B.PendingVia ? A.PendingVia : nullptr;
+    // Pending on one path whatever the callers pass, on the other if they
+    // pass CUDA: pending if they pass CUDA.
+    R.PendingIf = A.PendingIf ? A.PendingIf : B.PendingIf;
+    if (A.PendingIf && B.PendingIf && A.PendingIf != B.PendingIf)
+      R.clearPendingCopy();
   }
   R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;
   R.DeviceUnset = A.DeviceUnset && B.DeviceUnset;
@@ -383,10 +387,8 @@ void State::copyTree(const Location &From, const Location &To) {
 }
 
 void State::completePendingCopies() {
-  for (auto &Entry : Values) {
-    Entry.second.PendingCopy = SourceLocation();
-    Entry.second.PendingVia = nullptr;
-  }
+  for (auto &Entry : Values)
+    Entry.second.clearPendingCopy();
 }
 
 bool State::joinWith(const State &Other) {

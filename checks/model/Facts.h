@@ -127,6 +127,15 @@ struct ValueFacts {
   /// no synchronisation has completed yet, on every path; invalid otherwise.
   SourceLocation PendingCopy;
   const CallStep *PendingVia = nullptr;
+  /// The copy is pending only when this parameter's tensor was on CUDA (its
+  /// callers decide): null when it is pending whatever the callers pass.
+  const ValueDecl *PendingIf = nullptr;
+  /// No pending copy.
+  void clearPendingCopy() {
+    PendingCopy = SourceLocation();
+    PendingVia = nullptr;
+    PendingIf = nullptr;
+  }
   /// False when the tensor provably has at least one dimension; a 0-dim CPU
   /// tensor may be combined with CUDA tensors by element-wise operators.
   bool MayBeZeroDim = true;

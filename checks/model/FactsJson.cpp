@@ -1,7 +1,7 @@
 //===--- FactsJson.cpp - torch-tidy ---------------------------------------===//
 //
 //   FACTS   = {"device": SOURCED, "pin": SOURCED, "graph": SOURCED,
-//              "mode": SOURCED, "modeLayers", "hasParameters", "pending",
+//              "mode": SOURCED, "modeLayers", "hasParameters", "pending", "pendingIf": ENTRY,
 //              "zeroDim", "deviceUnset", "scalar", "callable"}
 //   SOURCED = {"value", "entry": ENTRY, "origin": PLACE, "via": [STEP]}
 //   ENTRY   = {"param": N} | {"field": NAME} | {"global": USR}
@@ -127,6 +127,8 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     O["pending"] = place(V.PendingCopy);
     if (V.PendingVia)
       O["pendingVia"] = path(V.PendingVia);
+    if (V.PendingIf)
+      O["pendingIf"] = entry(V.PendingIf);
   }
   if (!V.MayBeZeroDim)
     O["zeroDim"] = false;

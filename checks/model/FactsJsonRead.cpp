@@ -124,6 +124,10 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
       valueOf<Tri>(O->getString("hasParameters"), TriNames, Tri::Unknown);
   V.PendingCopy = place(O->get("pending"));
   V.PendingVia = path(O->getArray("pendingVia"));
+  V.PendingIf = entry(O->get("pendingIf"));
+  // A condition this TU cannot name: not known to be pending.
+  if (O->get("pendingIf") && !V.PendingIf)
+    V.clearPendingCopy();
   V.MayBeZeroDim = O->getBoolean("zeroDim").value_or(true);
   V.DeviceUnset = O->getBoolean("deviceUnset").value_or(false);
   if (const llvm::json::Object *S = O->getObject("scalar"))

@@ -234,3 +234,29 @@ float read_on_the_other_tensor() {
   std::cout << other;
   return other.item<float>();
 }
+
+// A helper that starts the copy from whatever tensor its caller passes: the
+// copy is pending when the caller passes a CUDA tensor, through any number
+// of helpers.
+torch::Tensor download(const torch::Tensor &device_tensor) {
+  return device_tensor.to(torch::kCPU, /*non_blocking=*/true);
+}
+torch::Tensor download_again(const torch::Tensor &t) { return download(t); }
+
+float read_a_download_of_a_cuda_tensor() {
+  auto d = torch::randn({8}, torch::kCUDA);
+  auto h = download_again(d);
+  return h.item<float>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: 'h' is read on the host before the non-blocking device-to-host copy that produced it has completed; {{.*}}[torch-non-blocking-d2h-race]
+}
+
+float read_a_download_of_a_host_tensor() {
+  auto h = download_again(torch::randn({8}));
+  return h.item<float>();
+}
+
+float read_a_synchronised_download() {
+  auto h = download(torch::randn({8}, torch::kCUDA));
+  torch::cuda::synchronize();
+  return h.item<float>();
+}
