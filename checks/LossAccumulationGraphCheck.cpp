@@ -18,71 +18,25 @@ namespace clang::tidy::torch {
 
 namespace {
 
-enum AccumulationKind : unsigned { Add = 0, Append = 1, Store = 2 };
-
-/// `a` and `b` denote the same storage.
-bool sameStorage(const FlowModel &M, const Expr *A, const Expr *B) {
-  Location LA = M.locationOf(A), LB = M.locationOf(B);
-  return LA && LA == LB;
-}
-
 class GraphAccumulation : public Requirement {
 public:
   llvm::StringRef name() const override { return "graph-accumulation"; }
 
   bool match(const Stmt &S, const FlowModel &M, const State &St,
              RequirementMatch &Out) const override {
-    const Expr *Acc = nullptr, *Value = nullptr;
-    AccumulationKind Kind = Add;
-    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
-      if (Op->getNumArgs() != 2 || !isTensorType(Op->getArg(0)->getType()))
-        return false;
-      if (Op->getOperator() == OO_PlusEqual) {
-        Acc = Op->getArg(0);
-        Value = Op->getArg(1);
-      } else if (Op->getOperator() == OO_Equal) {
-        const auto *Sum =
-            dyn_cast<CXXOperatorCallExpr>(stripConversions(Op->getArg(1)));
-        if (!Sum || Sum->getOperator() != OO_Plus || Sum->getNumArgs() != 2)
-          return false;
-        Acc = Op->getArg(0);
-        if (sameStorage(M, Acc, Sum->getArg(0)))
-          Value = Sum->getArg(1);
-        else if (sameStorage(M, Acc, Sum->getArg(1)))
-          Value = Sum->getArg(0);
-      }
-    } else if (const auto *Call = dyn_cast<CXXMemberCallExpr>(&S)) {
-      const CXXMethodDecl *MD = Call->getMethodDecl();
-      const Expr *Obj = Call->getImplicitObjectArgument();
-      if (!MD || !MD->getIdentifier() || !Obj)
-        return false;
-      llvm::StringRef Name = MD->getName();
-      if (isTensorType(Obj->getType())) {
-        if (Name == "add_" && Call->getNumArgs() >= 1) {
-          Acc = Obj;
-          Value = Call->getArg(0);
-        }
-      } else if ((containerRecord(Obj->getType()) && isContainerInsert(Name)) ||
-                 matchesNameList(*MD, M.options().AccumulatingFunctions)) {
-        for (const Expr *Arg : Call->arguments())
-          if (isTensorType(Arg->getType()))
-            Value = Arg;
-        Acc = Obj;
-        Kind = containerRecord(Obj->getType()) ? Append : Store;
-      }
-    }
-    if (!Acc || !Value || !isTensorType(Value->getType()) ||
-        S.getBeginLoc().isMacroID())
+    Accumulation A;
+    if (!M.matchAccumulation(S, A))
       return false;
+    const Expr *Acc = A.Into, *Value = A.Value;
     ValueFacts Before = M.evaluate(Acc, St);
-    if (Kind != Add)
+    if (A.How != Accumulation::Add)
       if (Location Container = M.locationOf(Acc))
         Before = St.get(Container.child(Selector::element()));
     const ASTContext &Ctx = M.context();
     Out.Operands.push_back({Before, quotedSource(Acc, Ctx, "the accumulator"), Acc});
     Out.Operands.push_back({M.evaluate(Value, St), quotedSource(Value, Ctx, "the value"),
                             Value});
-    Out.Flags = Kind;
+    Out.Flags = A.How;
     return true;
   }
 
@@ -176,8 +130,8 @@ void LossAccumulationGraphCheck::report(const Violation &V,
     Place = "global " + AccName;
   else
     Place = AccName + ", declared outside the loop";
-  const char *Verb = V.Match.Flags == Add      ? "accumulated into"
-                     : V.Match.Flags == Append ? "appended to"
+  const char *Verb = V.Match.Flags == Accumulation::Add ? "accumulated into"
+                     : V.Match.Flags == Accumulation::Append ? "appended to"
                                                : "stored into";
   {
     auto Diag = diag(Loc, "%0%1 is still attached to its autograd graph and "

@@ -63,6 +63,13 @@ const Expr *stripToDeviceLiteral(const Expr *E);
 /// constant, `torch::Device(type, ...)`.
 bool isDeviceLiteral(const Expr *E);
 
+/// The hard-coded CUDA ordinal that \p S spells, when it is a Device or
+/// TensorOptions construction, `.device(...)`, `.device_index(...)` or
+/// `c10::device_index(...)`: `1` in `Device(kCUDA, 1)`, `"cuda:1"`. Sets
+/// \p Ordinal and returns the literal; null otherwise.
+const Expr *spelledCudaOrdinal(const Stmt &S, const ASTContext &Ctx,
+                               int64_t &Ordinal);
+
 } // namespace clang::tidy::torch
 
 #endif // TORCH_TIDY_API_DEVICES_H

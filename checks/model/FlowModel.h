@@ -47,6 +47,16 @@ const FunctionDecl *certainCallee(const CallExpr &Call);
 /// pointer of a call without a direct callee; null for a direct call.
 const Expr *callableHolder(const CallExpr &Call);
 
+/// An addition to storage that outlives the statement.
+struct Accumulation {
+  enum Kind : unsigned { Add = 0, Append = 1, Store = 2 };
+  /// The accumulator (a container or a holder for Append/Store) and what
+  /// is added to it.
+  const Expr *Into = nullptr;
+  const Expr *Value = nullptr;
+  Kind How = Add;
+};
+
 class FlowModel {
 public:
   /// The model of the code of \p Owner: a function's body, or a global's
@@ -158,6 +168,13 @@ public:
 
   /// The function analysed; null for a global's initialiser.
   const FunctionDecl *function() const { return Function; }
+  /// Whether \p E is written outside every path of the function: in a
+  /// member's default initialiser or a global's initialiser (a constructor
+  /// runs it, but it belongs to no one path).
+  bool isOutsidePaths(const Expr &E) const;
+  /// `acc += v`, `acc = acc + v`, `acc.add_(v)` on a tensor; an insert into
+  /// a container; a call of a project's accumulating function.
+  bool matchAccumulation(const Stmt &S, Accumulation &Out) const;
   const Decl &owner() const { return *Owner; }
   ProgramModel &program() const { return Program; }
   const TorchApiOptions &options() const;

@@ -241,4 +241,22 @@ Location FlowModel::locationOf(const Expr *E) const {
   return {};
 }
 
+bool FlowModel::isOutsidePaths(const Expr &E) const {
+  const Stmt *Body = Function ? Function->getBody() : nullptr;
+  const SourceManager &SM = Ctx.getSourceManager();
+  SourceLocation Where = SM.getExpansionLoc(E.getBeginLoc());
+  if (Body && !SM.isBeforeInTranslationUnit(
+                  Where, SM.getExpansionLoc(Body->getBeginLoc())))
+    return false;
+  // Before the body: in a written initialiser of the constructor, or in a
+  // member's default one.
+  const auto *Constructor = dyn_cast_or_null<CXXConstructorDecl>(Function);
+  return !Constructor ||
+         !llvm::any_of(Constructor->inits(), [&](const CXXCtorInitializer *I) {
+           return I->isWritten() && I->getInit() &&
+                  !SM.isBeforeInTranslationUnit(
+                      Where, SM.getExpansionLoc(I->getSourceLocation()));
+         });
+}
+
 } // namespace clang::tidy::torch

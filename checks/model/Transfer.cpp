@@ -483,5 +483,52 @@ void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
   St.set(L, V);
 }
 
-} // namespace clang::tidy::torch
+bool FlowModel::matchAccumulation(const Stmt &S, Accumulation &Out) const {
+  Out = Accumulation();
+  auto SameStorage = [&](const Expr *A, const Expr *B) {
+    Location LA = locationOf(A), LB = locationOf(B);
+    return LA && LA == LB;
+  };
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
+    if (Op->getNumArgs() != 2 || !isTensorType(Op->getArg(0)->getType()))
+      return false;
+    if (Op->getOperator() == OO_PlusEqual) {
+      Out.Into = Op->getArg(0);
+      Out.Value = Op->getArg(1);
+    } else if (Op->getOperator() == OO_Equal) {
+      const auto *Sum =
+          dyn_cast<CXXOperatorCallExpr>(stripConversions(Op->getArg(1)));
+      if (!Sum || Sum->getOperator() != OO_Plus || Sum->getNumArgs() != 2)
+        return false;
+      Out.Into = Op->getArg(0);
+      if (SameStorage(Out.Into, Sum->getArg(0)))
+        Out.Value = Sum->getArg(1);
+      else if (SameStorage(Out.Into, Sum->getArg(1)))
+        Out.Value = Sum->getArg(0);
+    }
+  } else if (const auto *Call = dyn_cast<CXXMemberCallExpr>(&S)) {
+    const CXXMethodDecl *MD = Call->getMethodDecl();
+    const Expr *Object = Call->getImplicitObjectArgument();
+    if (!MD || !MD->getIdentifier() || !Object)
+      return false;
+    llvm::StringRef Name = MD->getName();
+    if (isTensorType(Object->getType())) {
+      if (Name == "add_" && Call->getNumArgs() >= 1) {
+        Out.Into = Object;
+        Out.Value = Call->getArg(0);
+      }
+    } else if ((containerRecord(Object->getType()) && isContainerInsert(Name)) ||
+               matchesNameList(*MD, options().AccumulatingFunctions)) {
+      for (const Expr *Arg : Call->arguments())
+        if (isTensorType(Arg->getType()))
+          Out.Value = Arg;
+      Out.Into = Object;
+      Out.How = containerRecord(Object->getType()) ? Accumulation::Append
+                                                   : Accumulation::Store;
+    }
+  }
+  return Out.Into && Out.Value && isTensorType(Out.Value->getType()) &&
+         !S.getBeginLoc().isMacroID();
+}
 
+} // namespace clang::tidy::torch
