@@ -197,22 +197,3 @@ torch::Tensor prefetch_both(torch::Device device) {
   PinnedPrefetcher q(device);
   return p.next() + q.next();
 }
-
-// A map of features filled by one function, read through a reference
-// parameter by another.
-using Features = std::map<std::string, torch::Tensor>;
-Features lookup_features() {
-  Features f;
-  f["user"] = torch::randn({8});
-  return f;
-}
-torch::Tensor upload_features(Features &f, torch::Device device) {
-  return f["user"].to(device, /*non_blocking=*/true);
-  // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: non_blocking copy of 'f["user"]' {{.*}}from pageable memory {{.*}}[torch-non-blocking-pageable]
-}
-void feature_loop(torch::Device device) {
-  for (int step = 0; step < 3; ++step) {
-    auto features = lookup_features();
-    upload_features(features, device);
-  }
-}
