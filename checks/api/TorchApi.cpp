@@ -303,7 +303,10 @@ const Expr *stripConversions(const Expr *E) {
           ++Real;
           Only = Arg;
         }
-      if (Real == 1 && !isa<CXXTemporaryObjectExpr>(CE))
+      // `Net(4)` builds a module from its options: not a conversion.
+      bool BuildsModule = Real == 1 && isModuleHandleType(CE->getType()) &&
+                          !isModuleHandleType(Only->getType());
+      if (Real == 1 && !isa<CXXTemporaryObjectExpr>(CE) && !BuildsModule)
         E = Only;
     }
     if (E == Prev)

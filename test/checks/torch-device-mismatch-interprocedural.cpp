@@ -467,3 +467,26 @@ void load_then_run(const std::string &path, torch::Device device) {
   // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'model' has its parameters on 'device' {{.*}}but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
   model->forward(torch::randn({2, 4}, device));
 }
+
+// A module built from its options (`Sized(8)`) is a new module on the CPU,
+// not a conversion of its argument.
+struct SizedImpl : torch::nn::Module {
+  explicit SizedImpl(int64_t width)
+      : fc(register_module("fc", torch::nn::Linear(width, 2))) {}
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Sized);
+
+void sized_members_moved(torch::Device device) {
+  std::vector<Sized> members;
+  members.push_back(Sized(8));
+  for (auto &m : members)
+    m->to(device);
+  auto x = torch::randn({2, 8});
+  for (auto &m : members)
+    m->forward(x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'm' has its parameters on 'device' but is called with 'x' on CPU; {{.*}}[torch-device-mismatch]
+  Sized host_only(8);
+  host_only->forward(x);
+}
