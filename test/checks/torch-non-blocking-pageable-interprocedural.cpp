@@ -157,24 +157,24 @@ void upload_to_the_cpu() { upload(torch::ones({2}), torch::kCPU); }
 #include <string>
 
 // A member container filled by one method and read by another that calls it.
-class Prefetcher {
+class SampleQueue {
 public:
-  explicit Prefetcher(torch::Device device) : device_(device) {}
-  void fill() {
-    while (ready_.size() < 4)
-      ready_.push_back(torch::randn({8}));
+  explicit SampleQueue(torch::Device target) : target_(target) {}
+  void top_up(size_t want) {
+    for (size_t i = staged_.size(); i < want; ++i)
+      staged_.push_back(torch::rand({16, 3}));
   }
-  torch::Tensor next() {
-    fill();
-    auto batch = ready_.front().to(device_, /*non_blocking=*/true);
-    // CHECK-MESSAGES: :[[@LINE-1]]:33: warning: non_blocking copy of 'ready_.front()' (from 'fill()' {{.*}}) to 'device_' (CUDA on a machine with a GPU) from pageable memory {{.*}}[torch-non-blocking-pageable]
-    ready_.pop_front();
-    return batch;
+  torch::Tensor take() {
+    top_up(2);
+    torch::Tensor out = staged_.back().to(target_, /*non_blocking=*/true);
+    // CHECK-MESSAGES: :[[@LINE-1]]:40: warning: non_blocking copy of 'staged_.back()' (from 'top_up()' {{.*}}) to 'target_' (CUDA on a machine with a GPU) from pageable memory {{.*}}[torch-non-blocking-pageable]
+    staged_.pop_back();
+    return out;
   }
 
 private:
-  torch::Device device_;
-  std::deque<torch::Tensor> ready_;
+  torch::Device target_;
+  std::vector<torch::Tensor> staged_;
 };
 
 // The same class filled with pinned memory stays silent.
@@ -193,7 +193,7 @@ private:
 };
 
 torch::Tensor prefetch_both(torch::Device device) {
-  Prefetcher p(device);
+  SampleQueue p(device);
   PinnedPrefetcher q(device);
-  return p.next() + q.next();
+  return p.take() + q.next();
 }
