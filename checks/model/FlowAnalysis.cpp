@@ -310,15 +310,15 @@ const Expr *FlowAnalysis::branchCondition(const CFGBlock &Block) const {
   return Cond;
 }
 
-void FlowAnalysis::leaveRangeFor(const CXXForRangeStmt &Loop,
+bool FlowAnalysis::leaveRangeFor(const CXXForRangeStmt &Loop,
                                  const CFGBlock &Condition,
                                  llvm::ArrayRef<unsigned> Order,
-                                 State &Out) const {
+                                 bool NoIteration, State &Out) const {
   Location Container = Model.locationOf(Loop.getRangeInit());
   Location Elements =
       Container ? Container.child(Selector::element()) : Location();
   if (!Elements)
-    return;
+    return true;
   // The loop leaves through its condition once it has visited every
   // element: each holds what the body left in it, as at the back edges.
   // With no back edge reached yet, it ran no iteration: no element.
@@ -334,15 +334,20 @@ void FlowAnalysis::leaveRangeFor(const CXXForRangeStmt &Loop,
         Back = *In;
     }
   }
+  // Until a back edge has a state, the exit waits: what the first pass
+  // computes from elements that hold nothing yet would stay unknown.
+  if (!Back && !NoIteration)
+    return false;
   Out.forgetTree(Elements);
   if (!Back) {
     ValueFacts Nothing;
     Nothing.Empty = true;
     Out.set(Elements, Nothing);
-    return;
+    return true;
   }
   for (const Location &L : Back->tree(Elements))
     Out.set(L, Back->get(L));
+  return true;
 }
 
 void FlowAnalysis::solve(unsigned VisitsPerBlock) {
@@ -355,6 +360,10 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
   Worklist.insert(Order[Start.getBlockID()]);
 
   size_t Budget = static_cast<size_t>(VisitsPerBlock) * ReversePostOrder.size();
+  // Range-for exits waiting for a back edge; once nothing else is left, they
+  // leave as loops that ran no iteration.
+  llvm::SmallPtrSet<const CFGBlock *, 2> Waiting, NoIteration;
+  for (;;) {
   while (!Worklist.empty()) {
     if (Budget-- == 0) {
       reportCap(VisitsPerBlock);
@@ -385,7 +394,11 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
       if (Index == 1)
         if (const auto *ForRange =
                 dyn_cast_or_null<CXXForRangeStmt>(Block->getTerminatorStmt()))
-          leaveRangeFor(*ForRange, *Block, Order, Out);
+          if (!leaveRangeFor(*ForRange, *Block, Order,
+                             NoIteration.contains(Block), Out)) {
+            Waiting.insert(Block);
+            continue;
+          }
       std::optional<State> &In = BlockEntry[Next->getBlockID()];
       bool Changed = !In.has_value();
       if (!In)
@@ -407,6 +420,13 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
       if (Changed)
         Worklist.insert(Order[Dispatch->getBlockID()]);
     }
+  }
+  for (const CFGBlock *Block : Waiting)
+    if (NoIteration.insert(Block).second)
+      Worklist.insert(Order[Block->getBlockID()]);
+  Waiting.clear();
+  if (Worklist.empty())
+    break;
   }
   Converged = true;
 }

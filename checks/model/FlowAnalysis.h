@@ -98,9 +98,11 @@ private:
             std::optional<Observer> Visit) const;
   const Expr *branchCondition(const CFGBlock &Block) const;
   /// The state leaving a range-for through its condition: the elements of
-  /// the container it walks hold what the body left in each.
-  void leaveRangeFor(const CXXForRangeStmt &Loop, const CFGBlock &Condition,
-                     llvm::ArrayRef<unsigned> Order, State &Out) const;
+  /// the container it walks hold what the body left in each. False while no
+  /// back edge has a state and \p NoIteration is not allowed yet.
+  bool leaveRangeFor(const CXXForRangeStmt &Loop, const CFGBlock &Condition,
+                     llvm::ArrayRef<unsigned> Order, bool NoIteration,
+                     State &Out) const;
 
   struct Loop {
     const CFGBlock *Header = nullptr;
