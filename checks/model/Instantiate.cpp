@@ -1,0 +1,208 @@
+//===--- Instantiate.cpp - torch-tidy -------------------------------------===//
+//
+// FlowModel::instantiate: a summary's facts, written in the callee's entry
+// terms (its parameters, the members of `*this`, globals, captures), become
+// facts of the caller at one call.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "api/TorchMatchers.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+
+namespace clang::tidy::torch {
+
+/// The argument a call passes for \p P; null for a default argument.
+static const Expr *argumentFor(const ResolvedCall &Call,
+                               const ParmVarDecl &P) {
+  const auto *Callee = dyn_cast_or_null<FunctionDecl>(P.getDeclContext());
+  if (!Callee || !Call.Callee ||
+      Callee->getCanonicalDecl() != Call.Callee->getCanonicalDecl())
+    return nullptr;
+  unsigned Index = P.getFunctionScopeIndex();
+  if (Index >= Call.Arguments.size())
+    return nullptr;
+  const Expr *Arg = Call.Arguments[Index];
+  return !Arg || isa<CXXDefaultArgExpr>(Arg) ? nullptr : Arg;
+}
+
+/// The location of a callee's entry value \p Entry, in the callee's terms.
+static Location entryLocation(const ValueDecl &Entry) {
+  if (const auto *Field = dyn_cast<FieldDecl>(&Entry))
+    return Location::member(Field);
+  if (const auto *Var = dyn_cast<VarDecl>(&Entry))
+    return Var->hasGlobalStorage() && !isa<ParmVarDecl>(Var)
+               ? Location::global(Var)
+               : Location::local(Var);
+  return {};
+}
+
+Location FlowModel::callerLocation(const Location &InCallee,
+                                   const ResolvedCall &Call) const {
+  switch (InCallee.Kind) {
+  case Location::Local: {
+    if (const auto *P = dyn_cast<ParmVarDecl>(InCallee.Root)) {
+      const Expr *Arg = argumentFor(Call, *P);
+      if (!Arg)
+        return {};
+      Location Base = locationOf(stripConversions(Arg));
+      // `*net` passed for a `Module &`: the handle.
+      return Base ? InCallee.rebased(Base) : Location();
+    }
+    // A variable a lambda captures: the caller's own, when the caller is the
+    // function that declares it.
+    if (InCallee.Root && InCallee.Root->getDeclContext() == Function)
+      return InCallee;
+    return {};
+  }
+  case Location::This:
+    return Call.Object ? InCallee.rebased(Call.Object) : Location();
+  case Location::Global:
+    return InCallee;
+  default:
+    return {};
+  }
+}
+
+ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
+                                   const ResolvedCall &Call,
+                                   const State &S) const {
+  if (const auto *P = dyn_cast<ParmVarDecl>(&Entry)) {
+    const Expr *Arg = argumentFor(Call, *P);
+    return Arg ? evaluate(Arg, S) : ValueFacts();
+  }
+  Location L = callerLocation(entryLocation(Entry), Call);
+  if (!L)
+    return ValueFacts();
+  const ValueFacts *F = S.lookup(L);
+  if (F)
+    return F->Empty ? ValueFacts() : *F;
+  if (L.Kind == Location::Global && !L.Depth)
+    if (const auto *Global = dyn_cast<VarDecl>(L.Root))
+      return Program.globalFacts(*Global);
+  return ValueFacts();
+}
+
+template <typename T>
+Sourced<T> FlowModel::throughCall(const Sourced<T> &InCallee,
+                                  const ResolvedCall &Call) const {
+  Sourced<T> R = InCallee;
+  R.Entry = nullptr;
+  if (Call.Callee)
+    R.Via = Program.step(Call.Call->getExprLoc(),
+                         Program.calleeName(*Call.Callee), InCallee.Via);
+  return R;
+}
+
+Sourced<DeviceValue>
+FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
+                       const ResolvedCall &Call, const State &S) const {
+  if (InCallee.Entry) {
+    Sourced<DeviceValue> Here = entryValueAt(*InCallee.Entry, Call, S).Device;
+    // A member or global the caller knows nothing of holds what the
+    // program gives it (the class state the callee started from).
+    if (!Here.isKnown() && !isa<ParmVarDecl>(InCallee.Entry) &&
+        InCallee.isKnown())
+      return throughCall(InCallee, Call);
+    return Here;
+  }
+  const DeviceValue &V = InCallee.Value;
+  // "Whatever the callee's device parameter holds": the argument's device.
+  if (V.isSymbolic())
+    if (const auto *P = dyn_cast_or_null<ParmVarDecl>(V.holder())) {
+      if (const Expr *Arg = argumentFor(Call, *P)) {
+        DeviceValue Passed = evaluateDeviceSpec(Arg, S).Value;
+        if (!Passed.isKnown())
+          return {};
+        Sourced<DeviceValue> R = throughCall(InCallee, Call);
+        R.Value = Passed;
+        return R;
+      }
+      if (isa<FunctionDecl>(P->getDeclContext()))
+        return {};
+    }
+  if (V.isSymbolic())
+    if (const auto *Field = dyn_cast_or_null<FieldDecl>(V.holder()))
+      if (Location L = callerLocation(Location::member(Field), Call))
+        if (const ValueFacts *F = S.lookup(L))
+          if (F->Device.Value.isKnown() && !F->Device.Value.isSymbolic())
+            return F->Device;
+  if (!V.isKnown())
+    return {};
+  return throughCall(InCallee, Call);
+}
+
+ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
+                                  const ResolvedCall &Call,
+                                  const State &S) const {
+  ValueFacts R = InCallee;
+  R.Device = instantiate(InCallee.Device, Call, S);
+  // A copy pending if the callers pass a CUDA tensor: this call decides, or
+  // hands the question on to its own callers.
+  if (InCallee.PendingIf) {
+    R.PendingIf = nullptr;
+    Sourced<DeviceValue> Passed =
+        entryValueAt(*InCallee.PendingIf, Call, S).Device;
+    if (!Passed.Value.mayBeCUDA()) {
+      if (isa_and_nonnull<ParmVarDecl>(Passed.Entry) && !Passed.Value.isKnown())
+        R.PendingIf = Passed.Entry;
+      else
+        R.clearPendingCopy();
+    }
+  }
+  if (R.PendingCopy.isValid() && InCallee.PendingCopy.isValid() && Call.Callee)
+    R.PendingVia = Program.step(Call.Call->getExprLoc(),
+                                Program.calleeName(*Call.Callee),
+                                InCallee.PendingVia);
+  auto Substitute = [&](const auto &Fact, auto Member) {
+    using SourcedT = std::decay_t<decltype(Fact)>;
+    if (Fact.Entry) {
+      SourcedT Here = entryValueAt(*Fact.Entry, Call, S).*Member;
+      if (!Here.isKnown() && !isa<ParmVarDecl>(Fact.Entry) && Fact.isKnown())
+        return throughCall(Fact, Call);
+      return Here;
+    }
+    return Fact.isKnown() ? throughCall(Fact, Call) : SourcedT();
+  };
+  R.Pin = Substitute(InCallee.Pin, &ValueFacts::Pin);
+  R.Graph = Substitute(InCallee.Graph, &ValueFacts::Graph);
+  R.Mode = Substitute(InCallee.Mode, &ValueFacts::Mode);
+  // What the callee did not establish itself comes with the entry value.
+  const ValueDecl *Entry = InCallee.Device.Entry   ? InCallee.Device.Entry
+                           : InCallee.Pin.Entry    ? InCallee.Pin.Entry
+                           : InCallee.Graph.Entry  ? InCallee.Graph.Entry
+                                                   : InCallee.Mode.Entry;
+  if (Entry) {
+    ValueFacts Caller = entryValueAt(*Entry, Call, S);
+    R.MayBeZeroDim = InCallee.MayBeZeroDim && Caller.MayBeZeroDim;
+    if (InCallee.PendingCopy.isInvalid()) {
+      R.PendingCopy = Caller.PendingCopy;
+      R.PendingVia = Caller.PendingVia;
+      R.PendingIf = Caller.PendingIf;
+    }
+    for (const Stmt *Source : Caller.GraphSources)
+      if (!llvm::is_contained(R.GraphSources, Source))
+        R.GraphSources.push_back(Source);
+    if (R.HasParameters == Tri::Unknown)
+      R.HasParameters = Caller.HasParameters;
+    if (R.ModeLayers == Tri::Unknown)
+      R.ModeLayers = Caller.ModeLayers;
+    if (R.Scalar.empty())
+      R.Scalar = Caller.Scalar;
+    if (R.Callables.empty() && !R.CallablesKnown) {
+      R.Callables = Caller.Callables;
+      R.CallablesKnown = Caller.CallablesKnown;
+    }
+    if (InCallee.Device.Entry)
+      R.DeviceUnset = Caller.DeviceUnset;
+    // A value with no graph keeps none alive, whatever the callee added.
+    if (R.Graph.Value == GraphState::NoGraph)
+      R.GraphSources.clear();
+    return R;
+  }
+  return R;
+}
+
+} // namespace clang::tidy::torch
