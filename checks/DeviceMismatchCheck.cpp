@@ -14,18 +14,6 @@ namespace {
 
 enum : unsigned { ModuleCallFlag = 1, ElementwiseFlag = 2 };
 
-/// The conflict between two operands; None when there is none to report:
-/// element-wise operators accept a 0-dim CPU tensor next to a CUDA one.
-DeviceConflict conflictOf(const ValueFacts &A, const ValueFacts &B,
-                          bool AllowsZeroDimCPU) {
-  DeviceConflict C = compareDevices(A.Device.Value, B.Device.Value);
-  if (C != DeviceConflict::None && AllowsZeroDimCPU &&
-      ((A.Device.Value.isCPU() && A.MayBeZeroDim) ||
-       (B.Device.Value.isCPU() && B.MayBeZeroDim)))
-    return DeviceConflict::None;
-  return C;
-}
-
 /// The pairs an operation requires on one device: the module with each
 /// input, or every two tensors.
 template <typename Fn> Verdict forEachPair(const RequirementMatch &M, Fn F) {
@@ -47,21 +35,7 @@ Verdict judgePair(const RequirementMatch &M, const Operand &A,
                   const Operand &B) {
   if ((M.Flags & ModuleCallFlag) && A.Facts.HasParameters == Tri::No)
     return Verdict::Holds; // a loss module has no device of its own
-  bool EntryA = isParameterEntry(A.Facts.Device);
-  bool EntryB = isParameterEntry(B.Facts.Device);
-  if (EntryA || EntryB) {
-    // The callers pass the operands: the same parameter twice always
-    // agrees; otherwise they decide.
-    if (EntryA && EntryB)
-      return A.Facts.Device.Entry == B.Facts.Device.Entry ? Verdict::Holds
-                                                          : Verdict::Callers;
-    const ValueFacts &Known = EntryA ? B.Facts : A.Facts;
-    return Known.Device.Value.isKnown() ? Verdict::Callers : Verdict::Holds;
-  }
-  return conflictOf(A.Facts, B.Facts, M.Flags & ElementwiseFlag) ==
-                 DeviceConflict::None
-             ? Verdict::Holds
-             : Verdict::Violated;
+  return judgeSameDevice(A.Facts, B.Facts, M.Flags & ElementwiseFlag);
 }
 
 class SameDevice : public Requirement {

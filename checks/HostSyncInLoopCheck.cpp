@@ -14,71 +14,22 @@ namespace clang::tidy::torch {
 
 namespace {
 
-enum SyncKind : unsigned { Read = 0, Print = 1, Synchronize = 2 };
-
-/// The tensor that a synchronising call reads back, or the call itself for
-/// a synchronize; false when \p Call does not synchronise.
-bool matchSync(const CallExpr &Call, const FlowModel &M, const State &St,
-               const Expr *&Tensor, SyncKind &Kind) {
-  llvm::StringRef Method = tensorMethodName(Call);
-  Tensor = nullptr;
-  Kind = Read;
-  if (Method == "item" || Method == "cpu") {
-    Tensor = memberCallObject(Call);
-    return true;
-  }
-  if (Method == "to") {
-    // Only a blocking copy to a known CPU destination.
-    const Expr *NonBlocking = argumentForParameter(Call, "non_blocking");
-    if (NonBlocking && M.evaluateBool(NonBlocking, St) != false)
-      return false;
-    bool ToCPU = false;
-    for (llvm::StringRef P : {"options", "device"})
-      if (const Expr *Dest = argumentForParameter(Call, P))
-        ToCPU = ToCPU || M.evaluateDeviceSpec(Dest, St).Value.isCPU();
-    if (const Expr *Other = argumentForParameter(Call, "other"))
-      ToCPU = M.evaluate(Other, St).Device.Value.isCPU();
-    Tensor = memberCallObject(Call);
-    return ToCPU;
-  }
-  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call)) {
-    if (Op->getOperator() != OO_LessLess || Op->getNumArgs() != 2 ||
-        !isTensorType(Op->getArg(1)->getType()))
-      return false;
-    const FunctionDecl *FD = Op->getDirectCallee();
-    if (!FD || FD->getNumParams() < 1)
-      return false;
-    const CXXRecordDecl *Stream =
-        FD->getParamDecl(0)->getType().getNonReferenceType()->getAsCXXRecordDecl();
-    if (!Stream || Stream->getQualifiedNameAsString() != "std::basic_ostream")
-      return false;
-    Tensor = Op->getArg(1);
-    Kind = Print;
-    return true;
-  }
-  if (isSynchronizeCall(Call, M.options())) {
-    Kind = Synchronize;
-    return true;
-  }
-  return false;
-}
-
-class HostSync : public Requirement {
+class HostSyncPerStep : public Requirement {
 public:
   llvm::StringRef name() const override { return "host-sync-per-step"; }
 
   bool match(const Stmt &S, const FlowModel &M, const State &St,
              RequirementMatch &Out) const override {
     const auto *Call = dyn_cast<CallExpr>(&S);
-    const Expr *Tensor = nullptr;
-    SyncKind Kind = Read;
-    if (!Call || !matchSync(*Call, M, St, Tensor, Kind))
+    HostSync Sync;
+    if (!Call || !M.matchHostSync(*Call, St, Sync))
       return false;
     const ASTContext &Ctx = M.context();
-    Out.Flags = Kind;
-    if (Kind == Print)
+    const Expr *Tensor = Sync.Tensor;
+    Out.Flags = Sync.How;
+    if (Sync.How == HostSync::Print)
       Out.What = quotedSource(Tensor, Ctx, "a tensor", 48);
-    else if (Kind == Synchronize)
+    else if (Sync.How == HostSync::Synchronize)
       Out.What = quotedSource(Call, Ctx, "synchronize()", 48);
     else
       Out.What = quotedSource(
@@ -106,7 +57,7 @@ public:
   }
 };
 
-const HostSync Instance;
+const HostSyncPerStep Instance;
 const RequirementRegistration Registered(Instance);
 
 } // namespace
@@ -136,14 +87,14 @@ void HostSyncInLoopCheck::report(const Violation &V, ProgramModel &Program) {
   if (Tensor && Tensor->Facts.Device.Value.isSymbolic())
     When = " where " + Tensor->Facts.Device.Value.describe() + " is CUDA";
   switch (V.Match.Flags) {
-  case Print:
+  case HostSync::Print:
     diag(Loc, "printing %0 copies it to the host and synchronises with the "
               "GPU on every training step%1; the GPU idles while the host "
               "waits; print under a condition (e.g. every N steps) or "
               "accumulate on the device")
         << V.Match.What << When;
     break;
-  case Synchronize:
+  case HostSync::Synchronize:
     diag(Loc, "%0 blocks the host until the GPU is idle on every training "
               "step; the GPU idles while the host launches the next kernels; "
               "synchronise under a condition (e.g. every N steps) or not at "

@@ -12,7 +12,7 @@
 #include "LossAccumulationGraphCheck.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
-#include "clang/Lex/Lexer.h"
+#include "support/FixIts.h"
 
 namespace clang::tidy::torch {
 
@@ -28,12 +28,13 @@ public:
     if (!M.matchAccumulation(S, A))
       return false;
     const Expr *Acc = A.Into, *Value = A.Value;
-    ValueFacts Before = M.evaluate(Acc, St);
-    if (A.How != Accumulation::Add)
-      if (Location Container = M.locationOf(Acc))
-        Before = St.get(Container.child(Selector::element()));
+    Location Storage = M.locationOf(Acc);
+    if (Storage && A.How != Accumulation::Add)
+      Storage = Storage.child(Selector::element());
+    ValueFacts Before = Storage ? St.get(Storage) : M.evaluate(Acc, St);
     const ASTContext &Ctx = M.context();
-    Out.Operands.push_back({Before, quotedSource(Acc, Ctx, "the accumulator"), Acc});
+    Out.Operands.push_back(
+        {Before, quotedSource(Acc, Ctx, "the accumulator"), Acc, Storage});
     Out.Operands.push_back({M.evaluate(Value, St), quotedSource(Value, Ctx, "the value"),
                             Value});
     Out.Flags = A.How;
@@ -61,16 +62,6 @@ public:
 
 const GraphAccumulation Instance;
 const RequirementRegistration Registered(Instance);
-
-/// Whether `E.detach()` parses as intended without parentheses.
-bool isPostfixOperand(const Expr *E) {
-  E = E->IgnoreImplicit();
-  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E))
-    return Op->getOperator() == OO_Subscript || Op->getOperator() == OO_Call ||
-           Op->getOperator() == OO_Arrow;
-  return isa<DeclRefExpr, MemberExpr, CallExpr, ParenExpr, ArraySubscriptExpr>(
-      E);
-}
 
 } // namespace
 
@@ -139,18 +130,9 @@ void LossAccumulationGraphCheck::report(const Violation &V,
                           "memory grows with each step")
                 << ValueName << fromWhere(Value.Facts.Graph, Ctx) << Verb
                 << Place;
-    const Expr *E = Value.Source ? Value.Source->IgnoreImplicit() : nullptr;
-    SourceRange VR = E ? E->getSourceRange() : SourceRange();
-    if (!V.FromCallee && VR.isValid() && !VR.getBegin().isMacroID() &&
-        !VR.getEnd().isMacroID()) {
-      SourceLocation End = Lexer::getLocForEndOfToken(
-          VR.getEnd(), 0, Ctx.getSourceManager(), Ctx.getLangOpts());
-      if (isPostfixOperand(E))
-        Diag << FixItHint::CreateInsertion(End, ".detach()");
-      else
-        Diag << FixItHint::CreateInsertion(VR.getBegin(), "(")
-             << FixItHint::CreateInsertion(End, ").detach()");
-    }
+    if (!V.FromCallee && Value.Source)
+      for (const FixItHint &Fix : callOnValue(*Value.Source, ".detach()", Ctx))
+        Diag << Fix;
   } // the warning is emitted here, before its notes
   if (V.FromCallee)
     diag(locationOf(V, /*InCallee=*/false), "called here, on every iteration",

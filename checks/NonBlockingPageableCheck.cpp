@@ -7,7 +7,7 @@
 
 #include "NonBlockingPageableCheck.h"
 #include "api/TorchMatchers.h"
-#include "clang/Lex/Lexer.h"
+#include "support/FixIts.h"
 
 namespace clang::tidy::torch {
 
@@ -135,11 +135,8 @@ void NonBlockingPageableCheck::report(const Violation &V,
               From.Pin.Via ? nullptr
                            : pinnableFactory(Source.Source, From.Pin.Origin,
                                              Program.options()))
-        Note << FixItHint::CreateInsertion(
-            Lexer::getLocForEndOfToken(Factory->getEndLoc(), 0,
-                                       Ctx.getSourceManager(),
-                                       Ctx.getLangOpts()),
-            ".pin_memory()");
+        for (const FixItHint &Fix : callOnValue(*Factory, ".pin_memory()", Ctx))
+          Note << Fix;
     }
   }
   noteIntoCallee(V, "the non_blocking copy is made here");

@@ -125,4 +125,17 @@ bool isSmartPointerCast(const FunctionDecl &FD) {
          N == "const_pointer_cast" || N == "reinterpret_pointer_cast";
 }
 
+bool isOstreamInsertion(const CXXOperatorCallExpr &Op) {
+  if (Op.getOperator() != OO_LessLess || Op.getNumArgs() != 2)
+    return false;
+  const FunctionDecl *FD = Op.getDirectCallee();
+  if (!FD || FD->getNumParams() < 1)
+    return false;
+  // A member operator<< takes the stream as its object.
+  QualType Stream = isa<CXXMethodDecl>(FD)
+                        ? Op.getArg(0)->getType()
+                        : FD->getParamDecl(0)->getType().getNonReferenceType();
+  return isStdClass(Stream->getAsCXXRecordDecl(), "basic_ostream");
+}
+
 } // namespace clang::tidy::torch

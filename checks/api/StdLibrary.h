@@ -10,6 +10,7 @@
 
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/Expr.h"
+#include "clang/AST/ExprCXX.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace clang::tidy::torch {
@@ -44,6 +45,10 @@ bool isCallableType(QualType T);
 /// A library function that keeps a callable argument instead of running
 /// it: a container insert, std::function's constructor and assignment.
 bool storesCallableArgument(const FunctionDecl &FD);
+
+/// `os << x` into a `std::basic_ostream` (std::cout, a file, a string
+/// stream).
+bool isOstreamInsertion(const CXXOperatorCallExpr &Op);
 
 /// `std::dynamic_pointer_cast` and its siblings: the same object, another
 /// pointer type.

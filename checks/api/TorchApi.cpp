@@ -263,6 +263,11 @@ bool isDataExampleType(QualType T) {
   return RD && templateOrRecordName(RD) == "torch::data::Example";
 }
 
+bool isDataIteratorType(QualType T) {
+  const auto *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
+  return RD && templateOrRecordName(RD) == "torch::data::Iterator";
+}
+
 bool isNoGradGuardType(QualType T) {
   const auto *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
   if (!RD)

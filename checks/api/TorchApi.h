@@ -105,6 +105,8 @@ const Expr *memberCallObject(const CallExpr &Call);
 bool isModuleHandleType(QualType T);
 /// `torch::data::Example`.
 bool isDataExampleType(QualType T);
+/// `torch::data::Iterator<Batch>`: a data loader's iterator.
+bool isDataIteratorType(QualType T);
 /// `c10::GradMode` guards that turn autograd off for their scope.
 bool isNoGradGuardType(QualType T);
 

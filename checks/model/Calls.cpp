@@ -211,16 +211,9 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
 
 bool FlowModel::isBlockingDeviceRead(const CallExpr &Call,
                                      const State &S) const {
-  llvm::StringRef Method = tensorMethodName(Call);
-  if (Method != "item" && Method != "cpu" && Method != "to")
-    return false;
-  ValueFacts Object = evaluate(memberCallObject(Call), S);
-  if (!Object.Device.Value.isCUDA())
-    return false;
-  if (Method == "item")
-    return true;
-  ValueFacts Result = evaluate(&Call, S);
-  return Result.Device.Value.isCPU() && Result.PendingCopy.isInvalid();
+  HostSync Sync;
+  return matchHostSync(Call, S, Sync) && Sync.How == HostSync::Read &&
+         evaluate(Sync.Tensor, S).Device.Value.isCUDA();
 }
 
 /// The module a call moves, switches or loads into: `net->to(d)`,

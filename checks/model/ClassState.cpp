@@ -131,6 +131,21 @@ static ValueFacts resolveEntries(const ValueFacts &F, const EntryContext &Contex
   return R;
 }
 
+/// \p V without the graphs that a method's accumulations add only when the
+/// callers hand it a value on a graph (`v_.push_back(loss)` for a
+/// parameter): the class state holds what the methods leave whatever they
+/// are given.
+static void dropConditionalGraphs(ValueFacts &V, const FlowAnalysis &A) {
+  llvm::erase_if(V.GraphSources, [&](const Stmt *Source) {
+    Accumulation Added;
+    if (!A.model().matchAccumulation(*Source, Added))
+      return false;
+    std::optional<State> Before = A.stateBefore(*Source);
+    return Before && A.model().evaluate(Added.Value, *Before).Graph.Value !=
+                         GraphState::InGraph;
+  });
+}
+
 /// Analyses \p Method from \p Entry and joins what it leaves in the members
 /// into \p Facts (new parts of members become keys).
 template <typename DropFn>
@@ -177,6 +192,7 @@ static void joinMethodExit(const CXXMethodDecl &Method,
   llvm::sort(Changed);
   for (const Location &L : Changed) {
     ValueFacts After = Exit->get(L).withoutEntries();
+    dropConditionalGraphs(After, *A);
     if (After == Entry.get(L))
       continue;
     if (!llvm::is_contained(Keys, L)) {

@@ -53,11 +53,20 @@ static const FunctionDecl *callableExpression(const Expr &E) {
   return nullptr;
 }
 
-/// Whether the range-for statement that declares \p Var walks a
-/// torch::data loader.
+/// `*it` or `it->` on a torch::data loader's iterator.
+static bool derefsLoaderIterator(const Expr *E) {
+  const auto *Op = dyn_cast<CXXOperatorCallExpr>(E->IgnoreParenImpCasts());
+  return Op && (Op->getOperator() == OO_Star || Op->getOperator() == OO_Arrow) &&
+         Op->getNumArgs() == 1 && isDataIteratorType(Op->getArg(0)->getType());
+}
+
+/// Whether \p Var holds a batch a torch::data loader made: the element of a
+/// range-for over the loader, or a copy of `*it`.
 static bool isLoaderBatch(const VarDecl &Var, ASTContext &Ctx) {
   if (!isDataExampleType(Var.getType()))
     return false;
+  if (Var.getInit() && derefsLoaderIterator(stripConversions(Var.getInit())))
+    return true;
   for (const auto &Parent : userCodeParents(Var, Ctx))
     if (const auto *DS = Parent.get<DeclStmt>())
       for (const auto &GrandParent : userCodeParents(*DS, Ctx))
@@ -65,6 +74,33 @@ static bool isLoaderBatch(const VarDecl &Var, ASTContext &Ctx) {
           if (For->getLoopVarStmt() == DS)
             return true;
   return false;
+}
+
+/// Where the batch of `batch.data` / `batch.target` comes from a
+/// torch::data loader, which collates on the CPU into pageable memory:
+/// the batch variable, or the iterator dereferenced; invalid otherwise.
+static SourceLocation loaderBatchOrigin(const Expr &E, ASTContext &Ctx) {
+  const auto *Member = dyn_cast<MemberExpr>(E.IgnoreParenImpCasts());
+  const auto *Field =
+      Member ? dyn_cast<FieldDecl>(Member->getMemberDecl()) : nullptr;
+  if (!Field || !isTensorType(E.getType()) ||
+      (Field->getName() != "data" && Field->getName() != "target"))
+    return {};
+  const Expr *Base = stripConversions(Member->getBase());
+  if (derefsLoaderIterator(Base))
+    return Base->getBeginLoc();
+  const auto *Ref = dyn_cast<DeclRefExpr>(Base);
+  const auto *Batch = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  return Batch && isLoaderBatch(*Batch, Ctx) ? Batch->getLocation()
+                                             : SourceLocation();
+}
+
+static ValueFacts loaderBatchFacts(SourceLocation Origin) {
+  ValueFacts F;
+  F.Device = {DeviceValue::cpu(), Origin};
+  F.Pin = {Pinning::Pageable, Origin};
+  F.Graph = {GraphState::NoGraph, Origin};
+  return F;
 }
 
 ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
@@ -86,17 +122,8 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
       F.Device = {DeviceValue::symbolic(Holder), E.getBeginLoc()};
       return F;
     }
-  // `batch.data` / `batch.target` of a torch::data loader's batch: the
-  // loader collates on the CPU into pageable memory.
-  if (L.Kind == Location::Local && L.Depth == 1 && isTensorType(E.getType()))
-    if (const FieldDecl *Field = L.last().asField())
-      if (const auto *Batch = dyn_cast<VarDecl>(L.Root))
-        if ((Field->getName() == "data" || Field->getName() == "target") &&
-            isLoaderBatch(*Batch, Ctx)) {
-          F.Device = {DeviceValue::cpu(), Batch->getLocation()};
-          F.Pin = {Pinning::Pageable, Batch->getLocation()};
-          F.Graph = {GraphState::NoGraph, Batch->getLocation()};
-        }
+  if (SourceLocation Batch = loaderBatchOrigin(E, Ctx); Batch.isValid())
+    return loaderBatchFacts(Batch);
   return F;
 }
 
@@ -113,6 +140,8 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
                      evaluate(Cond->getFalseExpr(), S));
   if (Location L = locationOf(E))
     return evaluateLocation(*E, L, S);
+  if (SourceLocation Batch = loaderBatchOrigin(*E, Ctx); Batch.isValid())
+    return loaderBatchFacts(Batch);
   if (E->getType()->isBooleanType() || E->getType()->isIntegerType()) {
     F.Scalar = evaluateScalar(E, S);
     if (!isa<CallExpr>(E))

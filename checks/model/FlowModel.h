@@ -57,6 +57,15 @@ struct Accumulation {
   Kind How = Add;
 };
 
+/// A host-device synchronisation: a blocking read of a tensor back to the
+/// host (`.item()`, `.cpu()`, a blocking `.to(<CPU>)`), streaming a tensor,
+/// or a synchronize call (no tensor).
+struct HostSync {
+  enum Kind : unsigned { Read = 0, Print = 1, Synchronize = 2 };
+  const Expr *Tensor = nullptr;
+  Kind How = Read;
+};
+
 class FlowModel {
 public:
   /// The model of the code of \p Owner: a function's body, or a global's
@@ -67,6 +76,9 @@ public:
 
   /// The location \p E denotes, when it is a tracked one.
   Location locationOf(const Expr *E) const;
+  /// The element an iterator variable (`it`, or std::array's pointer)
+  /// stands at: the elements of the container it walks.
+  Location iteratedElement(const Expr *Iterator) const;
   /// The facts of the value \p E computes, in state \p S.
   ValueFacts evaluate(const Expr *E, const State &S) const;
   /// The device a device-like expression (Device, DeviceType, string,
@@ -141,6 +153,9 @@ public:
   /// Whether a tensor read at \p Call completes earlier non-blocking
   /// copies: a blocking read of a CUDA tensor waits for its stream.
   bool isBlockingDeviceRead(const CallExpr &Call, const State &S) const;
+  /// Whether \p Call makes the host wait for the device, whatever the
+  /// tensor's device (HostReads.cpp).
+  bool matchHostSync(const CallExpr &Call, const State &S, HostSync &Out) const;
   /// Every operand \p S reads on the host: `.item()`, `.data_ptr()`,
   /// `accessor<>()`, streaming and comparisons, and tensors passed to a
   /// function outside LibTorch and the standard library.
@@ -222,6 +237,9 @@ private:
   void transferCall(const CallExpr &Call, State &St) const;
   /// Whether \p E reads the location \p L.
   bool readsLocation(const Expr *E, const Location &L) const;
+  /// What an update of \p Into adds to it: `v` in `c + v`, `0.1 * v` in
+  /// `0.9 * c + 0.1 * v`; null when \p Update is not such a sum.
+  const Expr *addedTerm(const Expr *Update, const Location &Into) const;
   void transferConstruction(const CXXConstructExpr &E, const Location &Object,
                             State &St) const;
   void applySummary(const ResolvedCall &Call, const FunctionSummary &Summary,

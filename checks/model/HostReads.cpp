@@ -9,6 +9,7 @@
 
 #include "FlowModel.h"
 #include "Summary.h"
+#include "api/StdLibrary.h"
 #include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/ExprCXX.h"
@@ -132,6 +133,43 @@ void FlowModel::hostReadsAt(const Stmt &S, const State &St,
     });
   };
   Out.erase(std::remove_if(Out.begin() + Before, Out.end(), Handed), Out.end());
+}
+
+bool FlowModel::matchHostSync(const CallExpr &Call, const State &St,
+                              HostSync &Out) const {
+  llvm::StringRef Method = tensorMethodName(Call);
+  Out = HostSync();
+  if (Method == "item" || Method == "cpu") {
+    Out.Tensor = memberCallObject(Call);
+    return true;
+  }
+  if (Method == "to") {
+    // Only a blocking copy to a known CPU destination.
+    const Expr *NonBlocking = argumentForParameter(Call, "non_blocking");
+    if (NonBlocking && evaluateBool(NonBlocking, St) != false)
+      return false;
+    bool ToCPU = false;
+    for (llvm::StringRef P : {"options", "device"})
+      if (const Expr *Dest = argumentForParameter(Call, P))
+        ToCPU = ToCPU || evaluateDeviceSpec(Dest, St).Value.isCPU();
+    if (const Expr *Other = argumentForParameter(Call, "other"))
+      ToCPU = evaluate(Other, St).Device.Value.isCPU();
+    Out.Tensor = memberCallObject(Call);
+    return ToCPU;
+  }
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call)) {
+    if (Op->getOperator() != OO_LessLess || Op->getNumArgs() != 2 ||
+        !isTensorType(Op->getArg(1)->getType()) || !isOstreamInsertion(*Op))
+      return false;
+    Out.Tensor = Op->getArg(1);
+    Out.How = HostSync::Print;
+    return true;
+  }
+  if (isSynchronizeCall(Call, options())) {
+    Out.How = HostSync::Synchronize;
+    return true;
+  }
+  return false;
 }
 
 } // namespace clang::tidy::torch

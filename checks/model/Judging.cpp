@@ -40,6 +40,27 @@ const Requirement *Requirement::named(llvm::StringRef Name) {
 
 //===--- Composition -------------------------------------------------------===//
 
+Verdict judgeSameDevice(const ValueFacts &A, const ValueFacts &B,
+                        bool AllowsZeroDimCPU) {
+  bool EntryA = isParameterEntry(A.Device);
+  bool EntryB = isParameterEntry(B.Device);
+  if (EntryA || EntryB) {
+    // The callers pass the values: the same parameter twice always agrees;
+    // otherwise they decide.
+    if (EntryA && EntryB)
+      return A.Device.Entry == B.Device.Entry ? Verdict::Holds
+                                              : Verdict::Callers;
+    const ValueFacts &Known = EntryA ? B : A;
+    return Known.Device.Value.isKnown() ? Verdict::Callers : Verdict::Holds;
+  }
+  if (compareDevices(A.Device.Value, B.Device.Value) == DeviceConflict::None)
+    return Verdict::Holds;
+  if (AllowsZeroDimCPU && ((A.Device.Value.isCPU() && A.MayBeZeroDim) ||
+                           (B.Device.Value.isCPU() && B.MayBeZeroDim)))
+    return Verdict::Holds;
+  return Verdict::Violated;
+}
+
 /// The context of a callee's obligation as seen at a call whose own
 /// context is \p AtCall: what the callee decided stays; what it left to its
 /// callers comes from the call.
@@ -123,13 +144,31 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
   return Out;
 }
 
-
 /// \p To's facts, with the entry tags of \p From (a callee's operand).
 static void keepEntryTags(ValueFacts &To, const ValueFacts &From) {
   To.Device.Entry = From.Device.Entry;
   To.Pin.Entry = From.Pin.Entry;
   To.Graph.Entry = From.Graph.Entry;
   To.Mode.Entry = From.Mode.Entry;
+}
+
+/// The operands as facts of this function alone: no value is left to
+/// the callers.
+static RequirementMatch withoutEntryTags(RequirementMatch M) {
+  for (Operand &Op : M.Operands)
+    keepEntryTags(Op.Facts, ValueFacts());
+  return M;
+}
+
+/// Whether \p Summary lifted the requirement \p Kind matched at \p AtStmt
+/// to the callers (through the call at \p CallLoc, when valid); true when
+/// there is no summary to tell.
+static bool lifts(const FunctionSummary *Summary, const Requirement *Kind,
+                  const Stmt *AtStmt, SourceLocation CallLoc) {
+  return !Summary || llvm::any_of(Summary->Obligations, [&](const Obligation &O) {
+           return O.Kind == Kind && O.AtStmt == AtStmt &&
+                  (CallLoc.isInvalid() || (O.Via && O.Via->Call == CallLoc));
+         });
 }
 
 void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
@@ -139,6 +178,12 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
   const EntryContext *Entry =
       Lift || !A.function() ? nullptr : &entryContext(*A.function());
   llvm::ArrayRef<const Requirement *> All = Requirement::all();
+  std::optional<const FunctionSummary *> Own;
+  auto OwnSummary = [&]() {
+    if (!Own)
+      Own = A.function() ? summary(*A.function()) : nullptr;
+    return *Own;
+  };
   A.replay([&](const Stmt &S, const State &St) {
     std::optional<SiteContext> Here;
     auto ContextHere = [&]() -> const SiteContext & {
@@ -177,6 +222,21 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           Out.Context = std::move(Composed);
           Found->push_back(std::move(Out));
         }
+      } else if (V == Verdict::Callers && Found && Entry && Entry->Complete &&
+                 !lifts(OwnSummary(), R, &S, SourceLocation())) {
+        // The summary decided it here (it was not lifted), but this
+        // context's entry values are the callers' facts: judged as facts of
+        // this function, or nobody judges it.
+        RequirementMatch Own = withoutEntryTags(Match);
+        if (R->judge(Own, ContextHere()) == Verdict::Violated) {
+          Violation Out;
+          Out.Kind = R;
+          Out.Analysis = &A;
+          Out.Site = &S;
+          Out.Match = std::move(Match);
+          Out.Context = ContextHere();
+          Found->push_back(std::move(Out));
+        }
       } else if (V == Verdict::Callers && Lifted) {
         Obligation O;
         O.Kind = R;
@@ -202,7 +262,12 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         for (Operand &Op : Match.Operands) {
           const ValueDecl *Param = Op.Facts.Device.Entry ? Op.Facts.Device.Entry
                                                          : Op.Facts.Pin.Entry;
+          bool Established = !Op.Facts.isUnknown();
           Op.Facts = M.instantiate(Op.Facts, Resolved, St);
+          if (!Established && Op.Storage)
+            if (Location Here = M.callerLocation(Op.Storage, Resolved))
+              if (const ValueFacts *Caller = St.lookup(Here))
+                Op.Facts = *Caller;
           // An operand that is the callee's parameter is named by the
           // argument passed for it.
           if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Param))
@@ -227,6 +292,13 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
             keepEntryTags(AsCallee.Operands[I].Facts, O.Site.Operands[I].Facts);
           ReportedElsewhere = O.Kind->judge(AsCallee, Composed) == Verdict::Violated;
         }
+        if (V == Verdict::Callers && Found && Entry && Entry->Complete &&
+            O.Context.At &&
+            !lifts(OwnSummary(), O.Kind, O.AtStmt, cast<Expr>(S).getExprLoc()))
+          V = O.Kind->judge(withoutEntryTags(Match), Composed) ==
+                      Verdict::Violated
+                  ? Verdict::Violated
+                  : Verdict::Holds;
         if (V == Verdict::Violated && Found && !ReportedElsewhere) {
           Violation Out;
           Out.Kind = O.Kind;

@@ -65,6 +65,16 @@ bool FlowModel::isTracked(const ValueDecl *D) const {
   return D && !Escaped.contains(D);
 }
 
+Location FlowModel::iteratedElement(const Expr *Iterator) const {
+  const auto *Ref = dyn_cast<DeclRefExpr>(Iterator->IgnoreParenImpCasts());
+  const auto *It = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  if (!It || !It->hasLocalStorage() || !It->getInit())
+    return {};
+  const Expr *Container = iteratedContainer(*It->getInit());
+  Location C = Container ? locationOf(Container) : Location();
+  return C ? elementsOf(C, Container->getType()) : Location();
+}
+
 Location FlowModel::locationOf(const Expr *E) const {
   for (unsigned Depth = 0; E && Depth < 8; ++Depth) {
     E = E->IgnoreParenImpCasts();
@@ -143,6 +153,9 @@ Location FlowModel::locationOf(const Expr *E) const {
           Op && Op->getOperator() == OO_Arrow && Op->getNumArgs() == 1)
         if (Location Element = locationOf(Op))
           return Element.child(Selector::field(Field));
+      // `p->field` for a pointer that walks a container.
+      if (Location Element = iteratedElement(Base))
+        return Element.child(Selector::field(Field));
       return {};
     }
     if (Location Object = locationOf(Base))
@@ -176,24 +189,19 @@ Location FlowModel::locationOf(const Expr *E) const {
       if (isModuleHandleType(ObjectType))
         return locationOf(Object);
       // `*it`, `it->`: an element of the container the iterator walks.
-      if (const auto *Ref =
-              dyn_cast<DeclRefExpr>(Object->IgnoreParenImpCasts()))
-        if (const auto *It = dyn_cast<VarDecl>(Ref->getDecl()))
-          if (It->hasLocalStorage() && It->getInit())
-            if (const Expr *Container = iteratedContainer(*It->getInit()))
-              if (Location C = locationOf(Container))
-                return elementsOf(C, Container->getType());
-      return {};
+      return iteratedElement(Object);
     default:
       return {};
     }
   }
 
   if (const auto *UO = dyn_cast<UnaryOperator>(E)) {
-    if (UO->getOpcode() == UO_Deref &&
-        isa<CXXThisExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
+    if (UO->getOpcode() != UO_Deref)
+      return {};
+    if (isa<CXXThisExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
       return Location::thisObject();
-    return {};
+    // `*p` for a pointer that walks a container (std::array's iterator).
+    return iteratedElement(UO->getSubExpr());
   }
 
   if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {

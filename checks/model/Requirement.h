@@ -16,6 +16,7 @@
 #define TORCH_TIDY_MODEL_REQUIREMENT_H
 
 #include "Facts.h"
+#include "State.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/Stmt.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -71,6 +72,10 @@ struct Operand {
   std::string Name;
   /// The expression, in the function where the requirement was matched.
   const Expr *Source = nullptr;
+  /// The storage whose facts these are, when its callers see it (a member,
+  /// a reference parameter's part): at a call, facts the callee did not
+  /// establish are the caller's facts of that storage.
+  Location Storage;
 };
 
 enum class Verdict {
@@ -128,6 +133,14 @@ struct RequirementRegistration {
 template <typename T> bool isParameterEntry(const Sourced<T> &Fact) {
   return Fact.Entry && isa<ParmVarDecl>(Fact.Entry);
 }
+
+/// Whether two values that an operation needs on one device agree:
+/// Violated when their devices are proven different (with
+/// \p AllowsZeroDimCPU, a CPU tensor that may be 0-dim meets any device, as
+/// element-wise operators allow), Callers when a parameter's value at entry
+/// decides, Holds otherwise (Judging.cpp).
+Verdict judgeSameDevice(const ValueFacts &A, const ValueFacts &B,
+                        bool AllowsZeroDimCPU);
 
 /// A requirement that the callee could not decide: in the callee's terms,
 /// with the place where it was matched.

@@ -233,15 +233,21 @@ void FlowModel::recordCudaSelection(const Expr &Use, State &St) const {
   P.UncheckedCuda.push_back({&Use, P.Cuda});
 }
 
+/// On a graph, or on whatever graph the callers' value is on.
+static bool mayHoldGraph(const ValueFacts &V) {
+  return V.Graph.Value == GraphState::InGraph ||
+         (V.Graph.Value == GraphState::Unknown && V.Graph.Entry);
+}
+
 void FlowModel::appendToContainer(const Location &Container, const Expr *Value,
                                   const Stmt &At, State &St) const {
   if (!Container)
     return;
   ValueFacts V = evaluate(Value, St);
   // An element whose graph is kept from an earlier iteration makes the
-  // container carry it.
-  if (V.Graph.Value == GraphState::InGraph &&
-      !llvm::is_contained(V.GraphSources, &At))
+  // container carry it; so may a caller's value (a value with no graph
+  // drops the source again, see instantiate()).
+  if (mayHoldGraph(V) && !llvm::is_contained(V.GraphSources, &At))
     V.GraphSources.push_back(&At);
   // Elements nothing tracks may hold anything already; the graphs they keep
   // are still theirs.
@@ -319,7 +325,7 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
       // this update's: an accumulation.
       if (Update && isTensorType(Op->getArg(0)->getType()))
         if (const ValueFacts *New = St.lookup(L);
-            New && New->Graph.Value == GraphState::InGraph &&
+            New && mayHoldGraph(*New) &&
             !llvm::is_contained(New->GraphSources, &S)) {
           ValueFacts F = *New;
           F.GraphSources.push_back(&S);
@@ -483,12 +489,34 @@ void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
   St.set(L, V);
 }
 
+const Expr *FlowModel::addedTerm(const Expr *Update,
+                                 const Location &Into) const {
+  const auto *Op = dyn_cast<CXXOperatorCallExpr>(stripConversions(Update));
+  if (!Op || Op->getNumArgs() != 2 || !isTensorType(Op->getType()))
+    return nullptr;
+  bool ReadsLeft = readsLocation(Op->getArg(0), Into);
+  bool ReadsRight = readsLocation(Op->getArg(1), Into);
+  if (ReadsLeft == ReadsRight)
+    return nullptr;
+  const Expr *Old = ReadsLeft ? Op->getArg(0) : Op->getArg(1);
+  const Expr *Other = ReadsLeft ? Op->getArg(1) : Op->getArg(0);
+  switch (Op->getOperator()) {
+  case OO_Plus:
+  case OO_Minus:
+    // The term that does not read the accumulator is what is added, or
+    // deeper, `0.9 * c + (0.1 * v + w)` counts once.
+    return isTensorType(Other->getType()) ? Other : addedTerm(Old, Into);
+  case OO_Star:
+  case OO_Slash:
+    // A scaling of the update: `(c * n + v) / (n + 1)`.
+    return addedTerm(Old, Into);
+  default:
+    return nullptr;
+  }
+}
+
 bool FlowModel::matchAccumulation(const Stmt &S, Accumulation &Out) const {
   Out = Accumulation();
-  auto SameStorage = [&](const Expr *A, const Expr *B) {
-    Location LA = locationOf(A), LB = locationOf(B);
-    return LA && LA == LB;
-  };
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
     if (Op->getNumArgs() != 2 || !isTensorType(Op->getArg(0)->getType()))
       return false;
@@ -496,15 +524,12 @@ bool FlowModel::matchAccumulation(const Stmt &S, Accumulation &Out) const {
       Out.Into = Op->getArg(0);
       Out.Value = Op->getArg(1);
     } else if (Op->getOperator() == OO_Equal) {
-      const auto *Sum =
-          dyn_cast<CXXOperatorCallExpr>(stripConversions(Op->getArg(1)));
-      if (!Sum || Sum->getOperator() != OO_Plus || Sum->getNumArgs() != 2)
+      // `c = c + v`, `c = 0.9 * c + 0.1 * v`, `c = (c * n + v) / (n + 1)`.
+      Location Into = locationOf(Op->getArg(0));
+      if (!Into)
         return false;
       Out.Into = Op->getArg(0);
-      if (SameStorage(Out.Into, Sum->getArg(0)))
-        Out.Value = Sum->getArg(1);
-      else if (SameStorage(Out.Into, Sum->getArg(1)))
-        Out.Value = Sum->getArg(0);
+      Out.Value = addedTerm(Op->getArg(1), Into);
     }
   } else if (const auto *Call = dyn_cast<CXXMemberCallExpr>(&S)) {
     const CXXMethodDecl *MD = Call->getMethodDecl();
