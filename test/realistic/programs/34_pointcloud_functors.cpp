@@ -96,7 +96,7 @@ void train(PointNet net, torch::Device device, int64_t epochs, const EpochEndHoo
       auto labels = torch::randint(0, 10, {32}, torch::TensorOptions().dtype(torch::kLong).device(device));
       // OK(torch-device-mismatch): RotationBank::to() moved every matrix to
       // the points' device.
-      auto rotated = points.matmul(bank.rot[b % 3]);
+      auto rotated = torch::matmul(points, bank.rot[b % 3]);
       auto loss = torch::nn::functional::cross_entropy(net->forward(rotated), labels);
       opt.zero_grad();
       loss.backward();
@@ -107,14 +107,15 @@ void train(PointNet net, torch::Device device, int64_t epochs, const EpochEndHoo
 }
 
 // Test-time augmentation: average the logits over the three rotations.
-torch::Tensor predict_tta(PointNet net, const torch::Tensor &points) {
+torch::Tensor predict_tta(PointNet net, const torch::Tensor &clouds, torch::Device device) {
   torch::NoGradGuard no_grad;
+  auto points = clouds.to(device);
   RotationBank bank(0.5);
   auto logits = net->forward(points);
   for (const auto &r : bank.rot) {
     // BUG(torch-device-mismatch): this bank was never moved; its matrices
     // are host tensors and the points are on 'device'.
-    logits += net->forward(points.matmul(r));
+    logits += net->forward(torch::matmul(points, r));
   }
   return logits / 4;
 }
@@ -127,7 +128,7 @@ int main() {
   // OK(torch-empty-cache-in-loop): once, after training, before evaluation.
   c10::cuda::CUDACachingAllocator::emptyCache();
 
-  auto tta = predict_tta(net, torch::randn({8, 1024, 3}, device));
+  auto tta = predict_tta(net, torch::randn({8, 1024, 3}), device);
   std::cout << "tta classes " << tta.argmax(1) << '\n';
 
   std::vector<torch::Tensor> clouds;

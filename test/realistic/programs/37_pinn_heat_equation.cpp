@@ -72,7 +72,9 @@ torch::Tensor boundary_loss(Pinn &model, BoundarySet b) { return torch::mse_loss
 
 using Callback = std::function<void(int64_t, const torch::Tensor &)>;
 
-void fit(Pinn &model, const PinnConfig &cfg, const std::vector<Callback> &callbacks) {
+Pinn fit(const PinnConfig &cfg, const std::vector<Callback> &callbacks) {
+  Pinn model;
+  model->to(cfg.device);
   torch::optim::Adam opt(model->parameters(), torch::optim::AdamOptions(1e-3));
   const BoundarySet boundary = sample_boundary(cfg.boundary_points, cfg.device);
   for (int64_t step = 0; step < cfg.steps; ++step) {
@@ -86,6 +88,7 @@ void fit(Pinn &model, const PinnConfig &cfg, const std::vector<Callback> &callba
     for (const auto &cb : callbacks)
       cb(step, loss);
   }
+  return model;
 }
 
 torch::Tensor evaluate_dense(Pinn &model, const Points &grid) {
@@ -111,8 +114,6 @@ void cuda_smoke_test(Pinn &model) {
 
 int main() {
   PinnConfig cfg;
-  Pinn model;
-  model->to(cfg.device);
 
   std::vector<double> curve;
   auto make_logger = [&](int64_t every) {
@@ -127,7 +128,7 @@ int main() {
     };
   };
   std::vector<Callback> callbacks{make_logger(500)};
-  fit(model, cfg, callbacks);
+  Pinn model = fit(cfg, callbacks);
 
   auto grid = dense_grid(2048, cfg.device);
   torch::Tensor u;
