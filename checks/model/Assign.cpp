@@ -75,8 +75,13 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
         F.Mode = {ModuleMode::Train, Loc};
       }
   }
-  // A device variable that holds no constant is named after itself.
-  if (isDeviceType(Type) && Init &&
+  // A device variable that holds no constant is named after itself; a
+  // member keeps the parameter it stores (`device_(device)`), which the class
+  // state resolves to what the callers pass.
+  bool StoresParameter =
+      L.Kind == Location::This && F.Device.Value.isSymbolic() &&
+      isa_and_nonnull<ParmVarDecl>(F.Device.Value.holder());
+  if (isDeviceType(Type) && Init && !StoresParameter &&
       (!F.Device.Value.isKnown() || F.Device.Value.isSymbolic()) &&
       !F.Device.Entry)
     if (const NamedDecl *Holder = L.Depth ? static_cast<const NamedDecl *>(

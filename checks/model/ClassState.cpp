@@ -110,9 +110,45 @@ ProgramModel::foreignWrittenMembers() {
   return ForeignWrites;
 }
 
-/// \p F with every entry value replaced by what \p Context says of it.
-static ValueFacts resolveEntries(const ValueFacts &F, const EntryContext &Context) {
+/// The device members a constructor stores its device parameters in
+/// (`device_(device)`): the parameter's symbolic device is the member's
+/// once the constructor has returned.
+using DeviceHolders = llvm::SmallDenseMap<const ParmVarDecl *, const FieldDecl *, 2>;
+
+static DeviceHolders deviceHoldersOf(const FunctionSummary &Ctor) {
+  DeviceHolders Out;
+  for (const SummaryEffect &E : Ctor.Effects) {
+    const FieldDecl *Member = E.Where.Kind == Location::This && E.Where.Depth == 1
+                                  ? E.Where.last().asField()
+                                  : nullptr;
+    if (!Member || !isDeviceType(Member->getType()))
+      continue;
+    const auto *P = dyn_cast_or_null<ParmVarDecl>(E.Exit.Device.Entry);
+    if (!P && E.Exit.Device.Value.isSymbolic())
+      P = dyn_cast_or_null<ParmVarDecl>(E.Exit.Device.Value.holder());
+    if (P)
+      Out.try_emplace(P, Member);
+  }
+  return Out;
+}
+
+/// \p F with every entry value replaced by what \p Context says of it; a
+/// device parameter's symbolic device by what the callers pass, or else by
+/// the member that holds it.
+static ValueFacts resolveEntries(const ValueFacts &F, const EntryContext &Context,
+                                 const DeviceHolders &Holders) {
   ValueFacts R = F;
+  if (!R.Device.Entry && R.Device.Value.isSymbolic())
+    if (const auto *P = dyn_cast_or_null<ParmVarDecl>(R.Device.Value.holder())) {
+      const ValueFacts *Known =
+          Context.Root ? nullptr : Context.Entry.lookup(Location::local(P));
+      if (Known && Known->Device.Value.isKnown())
+        R.Device = {Known->Device.Value, R.Device.Origin};
+      else if (const FieldDecl *Member = Holders.lookup(P))
+        R.Device = {DeviceValue::symbolic(Member), R.Device.Origin};
+      else
+        R.Device = {};
+    }
   auto Resolve = [&](auto &Fact, auto Member) {
     if (!Fact.Entry)
       return;
@@ -238,9 +274,10 @@ ClassState computeClassState(const CXXRecordDecl &Class,
       return Result;
     const EntryContext &Callers = Program.entryContext(*Ctor);
     llvm::DenseMap<Location, ValueFacts> Established;
+    DeviceHolders Holders = deviceHoldersOf(*Summary);
     for (const SummaryEffect &E : Summary->Effects)
       if (isMemberOf(E.Where, Members)) {
-        Established[E.Where] = resolveEntries(E.Exit, Callers);
+        Established[E.Where] = resolveEntries(E.Exit, Callers, Holders);
         if (!llvm::is_contained(Keys, E.Where))
           Keys.push_back(E.Where);
       }

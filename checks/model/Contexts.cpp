@@ -200,6 +200,12 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       Location L = entryLocationOf(*D);
       if (!isa<FieldDecl>(D) || !V.isUnknown())
         Here.set(L, asEntryValue(V, *D));
+      // Its parts (fields, elements) as the caller's storage holds them.
+      if (Location There = M.callerLocation(L, Call))
+        for (const Location &Part : Before->tree(There))
+          if (Part != There)
+            if (Location In = Part.replacePrefix(There, L))
+              Here.set(In, Before->get(Part).withoutEntries());
     }
     if (Here.path().Cuda != CudaGuard::Checked && !C.UncheckedCall)
       C.UncheckedCall = Site.Call;

@@ -1,6 +1,8 @@
 //===--- DeviceLattice.cpp - torch-tidy -----------------------------------===//
 
 #include "DeviceLattice.h"
+#include "api/TorchMatchers.h"
+#include "clang/AST/Decl.h"
 
 namespace clang::tidy::torch {
 
@@ -15,6 +17,10 @@ std::string DeviceValue::describe() const {
   case Kind::Other:
     return "a non-CUDA accelerator";
   case Kind::Symbolic:
+    // "Whatever a function returns": the device of its result.
+    if (const auto *F = dyn_cast<FunctionDecl>(Holder);
+        F && !isDeviceType(F->getReturnType()))
+      return "the device of '" + F->getNameAsString() + "()'";
     return "'" + Holder->getNameAsString() + "'";
   }
   return "";

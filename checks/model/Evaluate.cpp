@@ -276,10 +276,13 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
       F.Device = instantiate(Returned, resolve(*Call), S).Device;
   if (!F.Device.Value.isKnown()) {
     F.Device = Module.Device;
-    if ((Module.HasParameters == Tri::No || !F.Device.Value.isKnown()) &&
-        !MC.Inputs.empty()) {
+    if (!MC.Inputs.empty()) {
       Sourced<DeviceValue> Input = evaluate(MC.Inputs[0], S).Device;
-      if (Input.Value.isKnown() || !F.Device.Entry)
+      if ((Module.HasParameters == Tri::No || !F.Device.Value.isKnown()) &&
+          (Input.Value.isKnown() || !F.Device.Entry))
+        F.Device = Input;
+      // The input proves the same device without the callers' module.
+      else if (F.Device.Entry && !Input.Entry && Input.Value == F.Device.Value)
         F.Device = Input;
     }
   }

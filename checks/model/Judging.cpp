@@ -233,13 +233,16 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           Out.Kind = R;
           Out.Analysis = &A;
           Out.Site = &S;
-          Out.Match = std::move(Match);
+          Out.Match = std::move(Own);
           Out.Context = ContextHere();
           Found->push_back(std::move(Out));
         }
       } else if (V == Verdict::Callers && Lifted) {
         Obligation O;
         O.Kind = R;
+        for (Operand &Op : Match.Operands)
+          if (!Op.Storage && Op.Source)
+            Op.Storage = M.locationOf(Op.Source);
         O.Site = std::move(Match);
         O.Context = ContextHere();
         O.AtStmt = &S;
@@ -262,9 +265,12 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         for (Operand &Op : Match.Operands) {
           const ValueDecl *Param = Op.Facts.Device.Entry ? Op.Facts.Device.Entry
                                                          : Op.Facts.Pin.Entry;
-          bool Established = !Op.Facts.isUnknown();
+          // A part of the callee's parameter or object (`b.u`) that the
+          // callee did not establish: the caller's facts of that part (an
+          // entry tag names only the whole).
+          bool Established = !Op.Facts.withoutEntries().isUnknown();
           Op.Facts = M.instantiate(Op.Facts, Resolved, St);
-          if (!Established && Op.Storage)
+          if (!Established && Op.Storage && Op.Storage.Depth > 0)
             if (Location Here = M.callerLocation(Op.Storage, Resolved))
               if (const ValueFacts *Caller = St.lookup(Here))
                 Op.Facts = *Caller;
@@ -295,10 +301,14 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         if (V == Verdict::Callers && Found && Entry && Entry->Complete &&
             O.Context.At &&
             !lifts(OwnSummary(), O.Kind, O.AtStmt, cast<Expr>(S).getExprLoc()))
-          V = O.Kind->judge(withoutEntryTags(Match), Composed) ==
-                      Verdict::Violated
+        {
+          RequirementMatch Own = withoutEntryTags(Match);
+          V = O.Kind->judge(Own, Composed) == Verdict::Violated
                   ? Verdict::Violated
                   : Verdict::Holds;
+          if (V == Verdict::Violated)
+            Match = std::move(Own);
+        }
         if (V == Verdict::Violated && Found && !ReportedElsewhere) {
           Violation Out;
           Out.Kind = O.Kind;

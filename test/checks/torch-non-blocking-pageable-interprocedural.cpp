@@ -167,7 +167,7 @@ public:
   torch::Tensor take() {
     top_up(2);
     torch::Tensor out = staged_.back().to(target_, /*non_blocking=*/true);
-    // CHECK-MESSAGES: :[[@LINE-1]]:40: warning: non_blocking copy of 'staged_.back()' (from 'top_up()' {{.*}}) to 'target_' (CUDA on a machine with a GPU) from pageable memory {{.*}}[torch-non-blocking-pageable]
+    // CHECK-MESSAGES: :[[@LINE-1]]:40: warning: non_blocking copy of 'staged_.back()' (from 'top_up()' {{.*}}) to 'device' (CUDA on a machine with a GPU) from pageable memory {{.*}}[torch-non-blocking-pageable]
     staged_.pop_back();
     return out;
   }
