@@ -1,5 +1,6 @@
 //===--- TorchApi.cpp - torch-tidy ----------------------------------------===//
 
+#include "llvm/ADT/StringSwitch.h"
 #include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
@@ -261,6 +262,15 @@ bool isModuleHandleType(QualType T) {
 bool isDataExampleType(QualType T) {
   const auto *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
   return RD && templateOrRecordName(RD) == "torch::data::Example";
+}
+
+bool isViewMethod(llvm::StringRef Method) {
+  return llvm::StringSwitch<bool>(Method)
+      .Cases("slice", "narrow", "view", "view_as", "select", "transpose", true)
+      .Cases("t", "squeeze", "unsqueeze", "expand", "expand_as", true)
+      .Cases("permute", "diagonal", "unfold", "as_strided", "alias", true)
+      .Cases("movedim", "swapaxes", "real", "imag", true)
+      .Default(false);
 }
 
 bool isDataIteratorType(QualType T) {

@@ -105,6 +105,10 @@ const Expr *memberCallObject(const CallExpr &Call);
 bool isModuleHandleType(QualType T);
 /// `torch::data::Example`.
 bool isDataExampleType(QualType T);
+/// Tensor methods that return a view of their receiver's storage (`slice`,
+/// `narrow`, `view`, `transpose`, ...): the memory stays where it was.
+bool isViewMethod(llvm::StringRef Method);
+
 /// `torch::data::Iterator<Batch>`: a data loader's iterator.
 bool isDataIteratorType(QualType T);
 /// `c10::GradMode` guards that turn autograd off for their scope.

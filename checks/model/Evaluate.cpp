@@ -115,6 +115,12 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
   if (L.Kind == Location::Global && L.Depth == 0)
     if (const auto *Global = dyn_cast<VarDecl>(L.Root))
       F = Program.globalFacts(*Global);
+  // A part of a parameter (`b.u`, `v[i]`) that nothing wrote: whatever the
+  // callers' part holds (an operand instantiates it from its storage).
+  if (L.Kind == Location::Local && L.Depth > 0 && isTensorType(E.getType()))
+    if (const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
+        P && P->getDeclContext() == Function)
+      F = ValueFacts::atEntry(*P);
   // A torch::Device that is not a known constant: the symbolic device
   // "whatever it holds".
   if (isDeviceType(E.getType()) && !F.Device.Value.isKnown())
@@ -581,6 +587,8 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
       F.PendingCopy = Source.PendingCopy;
       F.PendingVia = Source.PendingVia;
       F.PendingIf = Source.PendingIf;
+    } else if (isViewMethod(Name)) {
+      F.Pin = Source.Pin; // the receiver's memory
     } else if (Source.Device.Value.isCPU()) {
       F.Pin = {Pinning::Pageable, Loc};
     }

@@ -120,7 +120,14 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
         R.Value = Passed;
         return R;
       }
-      if (isa<FunctionDecl>(P->getDeclContext()))
+      // Another function's parameter is meaningful here only as the
+      // caller's own, or as a constructor's that members keep.
+      const auto *Owner = dyn_cast<FunctionDecl>(P->getDeclContext());
+      bool OfCallee = Owner && Call.Callee &&
+                      Owner->getCanonicalDecl() ==
+                          Call.Callee->getCanonicalDecl();
+      if (Owner && (OfCallee || (Owner != Function &&
+                                 !isa<CXXConstructorDecl>(Owner))))
         return {};
     }
   if (V.isSymbolic())

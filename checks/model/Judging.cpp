@@ -276,7 +276,8 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
                 Op.Facts = *Caller;
           // An operand that is the callee's parameter is named by the
           // argument passed for it.
-          if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Param))
+          if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Param);
+              P && !(Op.Storage && Op.Storage.Depth > 0))
             if (P->getFunctionScopeIndex() < Resolved.Arguments.size())
               if (const Expr *Arg = Resolved.Arguments[P->getFunctionScopeIndex()];
                   Arg && !isa<CXXDefaultArgExpr>(Arg)) {

@@ -490,3 +490,53 @@ void sized_members_moved(torch::Device device) {
   Sized host_only(8);
   host_only->forward(x);
 }
+
+#include <array>
+
+// A std::array walks its elements through a pointer: a range-for over it
+// reads them, and a range-for that writes them moves them.
+struct RotationBank {
+  std::array<torch::Tensor, 2> rot;
+  RotationBank() {
+    rot[0] = torch::eye(3);
+    rot[1] = torch::eye(3);
+  }
+  void to(torch::Device d) {
+    for (auto &r : rot)
+      r = r.to(d);
+  }
+};
+
+void rotate_all(torch::Device device) {
+  auto points = torch::randn({4, 3}, device);
+  RotationBank bank;
+  for (const auto &r : bank.rot)
+    auto y = torch::matmul(points, r);
+  // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: 'at::matmul' combines 'points' on 'device' with 'r' on CPU{{.*}}[torch-device-mismatch]
+}
+
+void rotate_moved(torch::Device device) {
+  auto points = torch::randn({4, 3}, device);
+  RotationBank bank;
+  bank.to(device);
+  auto y = torch::matmul(points, bank.rot[0]);
+}
+
+// A struct handed by reference: its fields keep their facts, call by call.
+struct Collocation {
+  torch::Tensor x, u;
+};
+
+torch::Tensor boundary_loss(Net &model, const Collocation &points) {
+  return torch::mse_loss(model->forward(points.x), points.u);
+}
+
+void fit_boundary(torch::Device device) {
+  Net model;
+  model->to(device);
+  Collocation points{torch::randn({2, 4}, device), torch::randn({2, 4})};
+  boundary_loss(model, points);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'boundary_loss()' combines 'model' on 'device' with 'points.u' on CPU in 'at::mse_loss'{{.*}}[torch-device-mismatch]
+  Collocation placed{torch::randn({2, 4}, device), torch::randn({2, 4}, device)};
+  boundary_loss(model, placed);
+}

@@ -128,3 +128,98 @@ void hyperparameter_sweep(torch::Device device) {
   for (double lr : {0.1, 0.01, 0.001})
     std::cout << run_trial(lr, device) << '\n';
 }
+
+// A callback lambda handed the loss on every training step reads it back
+// there: the lambda's parameter takes the argument's device.
+void train_with_callback(Net net, torch::Device device) {
+  std::vector<double> curve;
+  auto record = [&curve](const torch::Tensor &loss) {
+    curve.push_back(loss.item<double>());
+    // CHECK-MESSAGES: :[[@LINE-1]]:26: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+  };
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({8, 4}, device)).sum();
+    loss.backward();
+    record(loss);
+  }
+}
+
+// The same callback run once, after the loop: silent.
+void train_then_report(Net net, torch::Device device) {
+  std::vector<double> curve;
+  auto record = [&curve](const torch::Tensor &loss) {
+    curve.push_back(loss.item<double>());
+  };
+  torch::Tensor last;
+  for (int step = 0; step < 100; ++step) {
+    last = net->forward(torch::randn({8, 4}, device)).sum();
+    last.backward();
+  }
+  record(last);
+}
+
+// A constructor stores its device parameter in a member and builds a
+// tensor on the parameter itself: both are the device the callers pass.
+class LabelledTrainer {
+public:
+  LabelledTrainer(torch::Device device, int64_t n)
+      : device_(device),
+        labels_(torch::zeros({n}, torch::TensorOptions().device(device))) {}
+  torch::Tensor step() {
+    auto out = net_->forward(torch::randn({8, 4}, device_));
+    auto loss = (out - labels_).sum();
+    loss.backward();
+    return loss.detach();
+  }
+  void fit(std::vector<double> &history) {
+    for (int i = 0; i < 10; ++i)
+      history.push_back(step().item<double>());
+    // CHECK-MESSAGES: :[[@LINE-1]]:32: warning: 'step().item<double>()' synchronises the host with the GPU on every training step{{.*}}[torch-host-sync-in-loop]
+  }
+
+private:
+  torch::Device device_;
+  torch::Tensor labels_;
+  Net net_;
+};
+
+void fit_labelled(torch::Device device) {
+  std::vector<double> history;
+  LabelledTrainer trainer(device, 8);
+  trainer.fit(history);
+}
+
+// A method's tensor on the member that keeps the constructor's device
+// parameter, read back on every step of a loop in another function: the
+// member is the device the program passed to the constructor.
+class Learner {
+public:
+  explicit Learner(torch::Device device) : device_(device) {}
+  void learn(std::vector<double> &log) {
+    auto out = net_->forward(torch::randn({8, 4}).to(device_)) *
+               torch::ones({8, 2}).to(device_);
+    out.sum().backward();
+    log.push_back(out.mean().item<double>());
+    // CHECK-MESSAGES: :[[@LINE-1]]:30: warning: 'out.mean().item<double>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+  }
+
+private:
+  torch::Device device_;
+  Net net_;
+};
+
+void run_learner() {
+  torch::Device device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
+  Learner learner(device);
+  std::vector<double> log;
+  for (int k = 0; k < 50; ++k)
+    learner.learn(log);
+}
+
+// The same learner built on the CPU: silent.
+void run_cpu_learner() {
+  Learner learner(torch::kCPU);
+  std::vector<double> log;
+  for (int k = 0; k < 50; ++k)
+    learner.learn(log);
+}

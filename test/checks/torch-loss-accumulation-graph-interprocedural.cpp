@@ -225,3 +225,55 @@ void train_with_a_summed_loss(torch::nn::Linear &model, torch::optim::Optimizer 
     opt.step();
   }
 }
+
+// An exponential moving average keeps every step's graph: the accumulator
+// is read inside the update, not only as its first operand.
+void smoothed_loss(Net net, torch::optim::SGD &opt) {
+  auto smoothed = torch::zeros({});
+  auto detached = torch::zeros({});
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({8, 4})).sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    smoothed = 0.98 * smoothed + 0.02 * loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: '0.02 * loss' is still attached to its autograd graph and is accumulated into 'smoothed'{{.*}}[torch-loss-accumulation-graph]
+    detached = 0.98 * detached + 0.02 * loss.detach();
+  }
+}
+
+// A method that appends its argument to a member, called on every step:
+// the member keeps each step's graph. Called once, after the loop: silent.
+class LossLog {
+public:
+  void add(const torch::Tensor &loss) { values_.push_back(loss); }
+  // CHECK-MESSAGES: :[[@LINE-1]]:41: warning: 'loss' is still attached to its autograd graph and is appended to member 'values_'{{.*}}[torch-loss-accumulation-graph]
+  std::vector<torch::Tensor> values_;
+};
+
+void log_every_step(Net net, torch::optim::SGD &opt, LossLog &log) {
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({8, 4})).sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    log.add(loss);
+  }
+}
+
+class FinalLog {
+public:
+  void add(const torch::Tensor &loss) { values_.push_back(loss); }
+  std::vector<torch::Tensor> values_;
+};
+
+void log_last(Net net, torch::optim::SGD &opt, FinalLog &log) {
+  torch::Tensor loss;
+  for (int step = 0; step < 100; ++step) {
+    loss = net->forward(torch::randn({8, 4})).sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  log.add(loss);
+}
