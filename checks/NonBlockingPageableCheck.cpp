@@ -101,11 +101,15 @@ void NonBlockingPageableCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 
 void NonBlockingPageableCheck::report(const Violation &V,
                                       ProgramModel &Program) {
-  SourceLocation Loc = locationOf(V, /*InCallee=*/false);
+  const Operand &Source = V.Match.Operands[0];
+  // A helper given the tensor copies whatever it gets: the call is wrong.
+  // A copy of a part of what it gets (a field, an element) is the helper's
+  // own choice of data: the copy is.
+  bool AtCopy = V.FromCallee && Source.Storage && Source.Storage.Depth > 0;
+  SourceLocation Loc = locationOf(V, AtCopy);
   if (!firstAt(Loc))
     return;
   const ASTContext &Ctx = Program.context();
-  const Operand &Source = V.Match.Operands[0];
   const ValueFacts &From = Source.Facts;
   const DeviceValue &To = V.Match.Operands[1].Facts.Device.Value;
   std::string Name = nameOf(Source, Ctx, "the source tensor");
@@ -139,7 +143,11 @@ void NonBlockingPageableCheck::report(const Violation &V,
           Note << Fix;
     }
   }
-  noteIntoCallee(V, "the non_blocking copy is made here");
+  if (AtCopy)
+    diag(locationOf(V, /*InCallee=*/false), "called from here",
+         DiagnosticIDs::Note);
+  else
+    noteIntoCallee(V, "the non_blocking copy is made here");
 }
 
 } // namespace clang::tidy::torch

@@ -201,6 +201,23 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       St.set(Elements, Nothing);
       return;
     }
+    // `std::vector<T> v(first, last)`: elements of the container that the
+    // iterators walk (a subset of them: the elements are one location).
+    if (Construct && Construct->getNumArgs() >= 2 &&
+        Construct->getArg(0)->getType().getCanonicalType() ==
+            Construct->getArg(1)->getType().getCanonicalType())
+      if (const Expr *Source = iteratedContainer(*Construct->getArg(0))) {
+        Source = stripConversions(Source);
+        if (Location From = locationOf(Source)) {
+          St.forgetTree(L);
+          St.copyTree(From.child(Selector::element()), Elements);
+          return;
+        }
+        if (assignCallResult(L, Source, St))
+          return;
+        St.forgetTree(L);
+        return;
+      }
     const InitListExpr *List = nullptr;
     if (Construct && Construct->getNumArgs() >= 1)
       if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(

@@ -115,12 +115,6 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
   if (L.Kind == Location::Global && L.Depth == 0)
     if (const auto *Global = dyn_cast<VarDecl>(L.Root))
       F = Program.globalFacts(*Global);
-  // A part of a parameter (`b.u`, `v[i]`) that nothing wrote: whatever the
-  // callers' part holds (an operand instantiates it from its storage).
-  if (L.Kind == Location::Local && L.Depth > 0 && isTensorType(E.getType()))
-    if (const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
-        P && P->getDeclContext() == Function)
-      F = ValueFacts::atEntry(*P);
   // A torch::Device that is not a known constant: the symbolic device
   // "whatever it holds".
   if (isDeviceType(E.getType()) && !F.Device.Value.isKnown())
@@ -288,7 +282,8 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
           (Input.Value.isKnown() || !F.Device.Entry))
         F.Device = Input;
       // The input proves the same device without the callers' module.
-      else if (F.Device.Entry && !Input.Entry && Input.Value == F.Device.Value)
+      else if (F.Device.Entry && !Input.Entry && Input.Value.isKnown() &&
+               Input.Value == F.Device.Value)
         F.Device = Input;
     }
   }

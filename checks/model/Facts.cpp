@@ -391,11 +391,38 @@ void State::completePendingCopies() {
     Entry.second.clearPendingCopy();
 }
 
+/// The facts of \p L in \p S; a part of the elements of a container that
+/// \p S knows to be empty is no value at all (the join's neutral element).
+static const ValueFacts *factsOrNone(const State &S, const Location &L) {
+  if (const ValueFacts *F = S.lookup(L))
+    return F;
+  static const ValueFacts None = [] {
+    ValueFacts F;
+    F.Empty = true;
+    return F;
+  }();
+  for (Location P = L.parent(); P; P = P.parent())
+    if (P.last().isElement())
+      if (const ValueFacts *F = S.lookup(P); F && F->Empty)
+        return &None;
+  return nullptr;
+}
+
 bool State::joinWith(const State &Other) {
   bool Changed = false;
+  // What this state holds for the locations only the other tracks, read
+  // before the joins below forget anything.
+  llvm::SmallVector<std::pair<Location, ValueFacts>, 8> Added;
+  for (const auto &Entry : Other.Values)
+    if (!Values.count(Entry.first)) {
+      const ValueFacts *Mine = factsOrNone(*this, Entry.first);
+      ValueFacts Joined = joinFacts(Mine ? *Mine : ValueFacts(), Entry.second);
+      if (!Joined.isUnknown())
+        Added.push_back({Entry.first, std::move(Joined)});
+    }
   llvm::SmallVector<Location, 8> Doomed;
   for (auto &Entry : Values) {
-    const ValueFacts *OtherFacts = Other.lookup(Entry.first);
+    const ValueFacts *OtherFacts = factsOrNone(Other, Entry.first);
     // A location the other path does not track is unknown there: only the
     // "some path" facts (graph sources) survive.
     ValueFacts Joined =
@@ -410,14 +437,10 @@ bool State::joinWith(const State &Other) {
   }
   for (const Location &L : Doomed)
     Values.erase(L);
-  for (const auto &Entry : Other.Values)
-    if (!Values.count(Entry.first)) {
-      ValueFacts Joined = joinFacts(ValueFacts(), Entry.second);
-      if (!Joined.isUnknown()) {
-        Values[Entry.first] = Joined;
-        Changed = true;
-      }
-    }
+  for (auto &[L, Joined] : Added) {
+    Values[L] = std::move(Joined);
+    Changed = true;
+  }
   PathFacts JoinedPath = joinPaths(Path, Other.Path);
   if (JoinedPath != Path) {
     Path = std::move(JoinedPath);

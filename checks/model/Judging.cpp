@@ -11,6 +11,7 @@
 #include "ProgramModel.h"
 #include "api/StdLibrary.h"
 #include "api/Training.h"
+#include "api/TorchMatchers.h"
 #include "clang/AST/ExprCXX.h"
 #include <mutex>
 
@@ -171,6 +172,39 @@ static bool lifts(const FunctionSummary *Summary, const Requirement *Kind,
          });
 }
 
+/// Operands that are a part of a parameter (`b.u`, `v[i]`) that nothing in
+/// the function wrote: whatever the callers' part holds, theirs to judge
+/// (each call instantiates it from its storage). Only for operands: an
+/// entry tag names a whole, so a computed value does not take it.
+static void tagUntouchedParts(RequirementMatch &Match, const FlowModel &M,
+                              const State &St) {
+  for (Operand &Op : Match.Operands) {
+    if (!Op.Source || !Op.Facts.isUnknown() ||
+        !isTensorType(Op.Source->getType()))
+      continue;
+    Location L = M.locationOf(stripConversions(Op.Source));
+    if (L.Kind != Location::Local || L.Depth == 0 || St.lookup(L))
+      continue;
+    if (const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
+        P && P->getDeclContext() == M.function()) {
+      Op.Facts = ValueFacts::atEntry(*P);
+      Op.Storage = L;
+    }
+  }
+}
+
+/// Whether a violation found in a context analysis from \p Entry is its
+/// callers' to report: the summary lifted it, and the callers, in this TU,
+/// judge it at their calls with the facts this context joined.
+static bool reportedByCallers(const EntryContext *Entry,
+                              const FunctionSummary *Summary,
+                              const Requirement *Kind, const Stmt *AtStmt,
+                              SourceLocation CallLoc) {
+  return Entry && Entry->Complete && !Entry->Root &&
+         !Entry->CalledFromOtherTUsOnly && Summary &&
+         lifts(Summary, Kind, AtStmt, CallLoc);
+}
+
 void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
                          std::vector<Violation> *Found,
                          std::vector<Obligation> *Lifted) {
@@ -196,7 +230,11 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       RequirementMatch Match;
       if (!R->match(S, M, St, Match))
         continue;
+      tagUntouchedParts(Match, M, St);
       Verdict V = R->judge(Match, ContextHere());
+      if (V == Verdict::Violated && Found &&
+          reportedByCallers(Entry, OwnSummary(), R, &S, SourceLocation()))
+        continue;
       if (V == Verdict::Violated && Found) {
         Violation Out;
         Out.Kind = R;
@@ -310,6 +348,10 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           if (V == Verdict::Violated)
             Match = std::move(Own);
         }
+        if (V == Verdict::Violated && Found &&
+            reportedByCallers(Entry, OwnSummary(), O.Kind, O.AtStmt,
+                              cast<Expr>(S).getExprLoc()))
+          ReportedElsewhere = true;
         if (V == Verdict::Violated && Found && !ReportedElsewhere) {
           Violation Out;
           Out.Kind = O.Kind;

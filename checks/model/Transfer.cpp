@@ -253,6 +253,27 @@ void FlowModel::appendToContainer(const Location &Container, const Expr *Value,
   // are still theirs.
   Location Elements = Container.child(Selector::element());
   const ValueFacts *Old = St.lookup(Elements);
+  bool WasEmpty = Old && Old->Empty;
+  // A struct, pair or tuple element: its parts, as a declaration sets them,
+  // join the elements' parts.
+  QualType Type = Value->getType().getNonReferenceType();
+  if (!isTensorType(Type) && (isTupleLike(Type) || Type->isRecordType()) &&
+      !containerRecord(Type)) {
+    State New = St;
+    New.forgetTree(Elements);
+    assign(Elements, Type, Value, At.getBeginLoc(), New);
+    for (const Location &Part : St.tree(Elements))
+      if (Part != Elements && !New.lookup(Part))
+        St.forget(Part);
+    for (const Location &Part : New.tree(Elements)) {
+      if (Part == Elements)
+        continue;
+      const ValueFacts *OldPart = St.lookup(Part);
+      St.set(Part, WasEmpty ? New.get(Part)
+                            : joinFacts(OldPart ? *OldPart : ValueFacts(),
+                                        New.get(Part)));
+    }
+  }
   St.set(Elements, joinFacts(Old ? *Old : ValueFacts(), V));
 }
 

@@ -197,3 +197,51 @@ torch::Tensor prefetch_both(torch::Device device) {
   PinnedPrefetcher q(device);
   return p.take() + q.next();
 }
+
+// A dataset of records, filled by its constructor and handed out by a
+// getter; a subset copied by iterator range reaches a method that copies a
+// field of each record: the copy of the record's field is reported.
+struct Record {
+  torch::Tensor features;
+  torch::Tensor label;
+};
+
+class RecordSet {
+public:
+  explicit RecordSet(int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      records_.push_back({torch::rand({4, 8}), torch::zeros({4})});
+  }
+  const std::vector<Record> &records() const { return records_; }
+
+private:
+  std::vector<Record> records_;
+};
+
+void replay_records(const std::vector<Record> &subset, torch::Device device) {
+  for (const auto &r : subset) {
+    auto x = r.features.to(device, /*non_blocking=*/true);
+    // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: non_blocking copy of 'r.features' (from 'records()' {{.*}}) to 'device' (CUDA on a machine with a GPU) from pageable memory {{.*}}[torch-non-blocking-pageable]
+    auto y = r.label.to(device);
+  }
+}
+
+void replay_hardest(torch::Device device) {
+  RecordSet set(32);
+  std::vector<Record> hardest(set.records().begin(), set.records().begin() + 4);
+  replay_records(hardest, device);
+}
+
+// The same records pinned before they are stored: silent.
+void replay_pinned(const std::vector<Record> &subset, torch::Device device) {
+  for (const auto &r : subset)
+    auto x = r.features.to(device, /*non_blocking=*/true);
+}
+
+void replay_pinned_set(torch::Device device) {
+  std::vector<Record> pinned;
+  for (int i = 0; i < 4; ++i)
+    pinned.push_back({torch::rand({4, 8}).pin_memory(), torch::zeros({4})});
+  std::vector<Record> some(pinned.begin(), pinned.end());
+  replay_pinned(some, device);
+}
