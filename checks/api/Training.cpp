@@ -11,6 +11,32 @@ static bool isRecordNamed(const CXXRecordDecl *RD, llvm::StringRef Name) {
   return RD && RD->getQualifiedNameAsString() == Name;
 }
 
+const Expr *backwardSource(const Expr *E) {
+  for (unsigned Depth = 0; E && Depth < 8; ++Depth) {
+    E = stripConversions(E);
+    if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
+      llvm::StringRef Name = tensorMethodName(*Call);
+      if (Name != "mean" && Name != "sum" && Name != "squeeze")
+        return E;
+      E = Call->getImplicitObjectArgument();
+      continue;
+    }
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+      if (Op->getNumArgs() != 2 ||
+          (Op->getOperator() != OO_Slash && Op->getOperator() != OO_Star))
+        return E;
+      bool LeftTensor = isTensorType(Op->getArg(0)->getType());
+      bool RightTensor = isTensorType(Op->getArg(1)->getType());
+      if (LeftTensor == RightTensor)
+        return E;
+      E = LeftTensor ? Op->getArg(0) : Op->getArg(1);
+      continue;
+    }
+    return E;
+  }
+  return E;
+}
+
 bool isOptimizerClass(const CXXRecordDecl *RD) {
   if (!RD || !RD->hasDefinition())
     return false;

@@ -25,6 +25,10 @@ bool isGradientCall(const CallExpr &Call);
 /// `optimizer.step()` on a torch::optim::Optimizer (or a class derived from
 /// it), or one of \p Opts.ExtraStepFunctions.
 bool isOptimizerStepCall(const CallExpr &Call, const TorchApiOptions &Opts);
+/// The tensor a backward() receiver is computed from through reductions
+/// and arithmetic with a non-tensor (`loss.mean()`, `loss / k`): its graph is
+/// the one backward() runs through. \p E itself otherwise.
+const Expr *backwardSource(const Expr *E);
 /// `optimizer.zero_grad()`, `module->zero_grad()`.
 bool isZeroGradCall(const CallExpr &Call);
 /// A torch::optim::Optimizer or a class derived from it.

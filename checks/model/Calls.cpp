@@ -248,6 +248,15 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
                   (Summary && Summary->Backward.isValid());
   bool Opaque = !Backward && !Summary && Call.getDirectCallee() &&
                 !isLibraryFunction(*Call.getDirectCallee());
+  // After `t.backward()` returns, `t` has a graph: LibTorch throws
+  // otherwise.
+  if (isBackwardCall(Call, options()))
+    if (const Expr *Object = memberCallObject(Call))
+      if (Location L = locationOf(backwardSource(Object)))
+        if (ValueFacts F = St.get(L); F.Graph.Value == GraphState::Unknown) {
+          F.Graph = {GraphState::InGraph, Call.getExprLoc()};
+          St.set(L, F);
+        }
   if (Backward || Opaque) {
     auto &Into = Backward ? St.path().GraphsBackpropagated
                           : St.path().GraphsEscaped;

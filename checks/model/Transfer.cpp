@@ -39,8 +39,9 @@ public:
     if (!MD || !MD->getIdentifier() || MD->getName() != "backward" ||
         !isTensorType(MD->getThisType()->getPointeeType()))
       return true;
-    if (const ValueDecl *V = backwardReceiver(Call->getImplicitObjectArgument()))
-      Backward.try_emplace(V, Call);
+    if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(
+            backwardSource(Call->getImplicitObjectArgument())))
+      Backward.try_emplace(Ref->getDecl(), Call);
     return true;
   }
 
@@ -102,36 +103,6 @@ public:
   llvm::DenseSet<const ValueDecl *> PinnedPointers;
 
 private:
-  /// The variable whose value a backward() receiver is: through reductions
-  /// and arithmetic with a non-tensor, not through detach().
-  static const ValueDecl *backwardReceiver(const Expr *E) {
-    for (unsigned Depth = 0; E && Depth < 8; ++Depth) {
-      E = stripConversions(E);
-      if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
-        return Ref->getDecl();
-      if (const auto *Call = dyn_cast<CXXMemberCallExpr>(E)) {
-        llvm::StringRef Name = tensorMethodName(*Call);
-        if (Name != "mean" && Name != "sum" && Name != "squeeze")
-          return nullptr;
-        E = Call->getImplicitObjectArgument();
-        continue;
-      }
-      if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
-        if (Op->getNumArgs() != 2 ||
-            (Op->getOperator() != OO_Slash && Op->getOperator() != OO_Star))
-          return nullptr;
-        bool LeftTensor = isTensorType(Op->getArg(0)->getType());
-        bool RightTensor = isTensorType(Op->getArg(1)->getType());
-        if (LeftTensor == RightTensor)
-          return nullptr;
-        E = LeftTensor ? Op->getArg(0) : Op->getArg(1);
-        continue;
-      }
-      return nullptr;
-    }
-    return nullptr;
-  }
-
   llvm::DenseSet<const ValueDecl *> &Escaped;
   llvm::DenseMap<const ValueDecl *, const CallExpr *> Backward;
   llvm::DenseMap<const ValueDecl *, unsigned> Writes;

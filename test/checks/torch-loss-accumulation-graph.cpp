@@ -276,3 +276,26 @@ void overwriting_is_not_accumulating(Net &net) {
     best = net->forward(x).sum();
   report(best);
 }
+
+// A loss summed over the steps of a sequence may be a zero with no graph
+// (no step ran); backward() on it proves the graph all the same.
+void sequence_losses_curve(Net &net, std::vector<torch::Tensor> &curve) {
+  for (int step = 0; step < 100; ++step) {
+    auto loss = torch::zeros({});
+    for (int t = 0; t < 8; ++t)
+      loss = loss + net->forward(torch::randn({1, 4})).sum();
+    loss.backward();
+    curve.push_back(loss);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph{{.*}}[torch-loss-accumulation-graph]
+  }
+}
+
+void sequence_losses_detached(Net &net, std::vector<torch::Tensor> &curve) {
+  for (int step = 0; step < 100; ++step) {
+    auto loss = torch::zeros({});
+    for (int t = 0; t < 8; ++t)
+      loss = loss + net->forward(torch::randn({1, 4})).sum();
+    loss.backward();
+    curve.push_back(loss.detach());
+  }
+}
