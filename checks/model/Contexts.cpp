@@ -102,6 +102,7 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     ThroughCallables = callableCallSitesOf(F);
     Sites = ThroughCallables.empty() ? creationSitesOf(F)
                                      : llvm::ArrayRef(ThroughCallables);
+    C.OnlyWhereWritten = ThroughCallables.empty();
   }
   bool Escapes = !IsLambda && isAddressTaken(F);
   if (Method && Method->isVirtual())

@@ -193,6 +193,14 @@ static void tagUntouchedParts(RequirementMatch &Match, const FlowModel &M,
   }
 }
 
+/// Where the callers that \p Entry joins run their calls.
+static SiteContext callersContext(const EntryContext &Entry) {
+  SiteContext C;
+  C.Path = Entry.Entry.path();
+  C.Loop = Entry.Loop;
+  return C;
+}
+
 /// Whether a violation found in a context analysis from \p Entry is its
 /// callers' to report: the summary lifted it, and the callers, in this TU,
 /// judge it at their calls with the facts this context joined.
@@ -247,10 +255,7 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
                  Entry->CalledFromOtherTUsOnly) {
         // The callers in other TUs left this statement to this TU (see
         // below): it is judged in their joined context.
-        SiteContext AtCallers;
-        AtCallers.Path = Entry->Entry.path();
-        AtCallers.Loop = Entry->Loop;
-        SiteContext Composed = compose(ContextHere(), AtCallers);
+        SiteContext Composed = compose(ContextHere(), callersContext(*Entry));
         if (R->judge(Match, Composed) == Verdict::Violated) {
           Violation Out;
           Out.Kind = R;
@@ -263,16 +268,20 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       } else if (V == Verdict::Callers && Found && Entry && Entry->Complete &&
                  !lifts(OwnSummary(), R, &S, SourceLocation())) {
         // The summary decided it here (it was not lifted), but this
-        // context's entry values are the callers' facts: judged as facts of
-        // this function, or nobody judges it.
+        // context's entry values, and the loop it runs in, are the callers':
+        // judged as facts of this function, or nobody judges it.
         RequirementMatch Own = withoutEntryTags(Match);
-        if (R->judge(Own, ContextHere()) == Verdict::Violated) {
+        SiteContext Composed =
+            Entry->OnlyWhereWritten
+                ? ContextHere()
+                : compose(ContextHere(), callersContext(*Entry));
+        if (R->judge(Own, Composed) == Verdict::Violated) {
           Violation Out;
           Out.Kind = R;
           Out.Analysis = &A;
           Out.Site = &S;
           Out.Match = std::move(Own);
-          Out.Context = ContextHere();
+          Out.Context = std::move(Composed);
           Found->push_back(std::move(Out));
         }
       } else if (V == Verdict::Callers && Lifted) {

@@ -83,6 +83,9 @@ struct EntryContext {
   /// Every caller is in another TU (an audit's summaries): what they leave
   /// to their callee is judged here, at the callee.
   bool CalledFromOtherTUsOnly = false;
+  /// A lambda that no call is seen to run: its context is where it is
+  /// written, a guess that proves where it runs for no requirement.
+  bool OnlyWhereWritten = false;
   /// The first call that does not check CUDA availability, for notes.
   const Expr *UncheckedCall = nullptr;
   /// A call made on every iteration of a training loop, and in a loop.

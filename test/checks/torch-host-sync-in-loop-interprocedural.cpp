@@ -223,3 +223,36 @@ void run_cpu_learner() {
   for (int k = 0; k < 50; ++k)
     learner.learn(log);
 }
+
+// A helper reading back a value computed from two of its tensors, called on
+// every step: its one caller proves the device, so the helper's context
+// judges the read with the caller's loop.
+bool drifted(const torch::Tensor &before, const torch::Tensor &after) {
+  return (before - after).abs().sum().item<double>() > 1.0;
+  // CHECK-MESSAGES: :[[@LINE-1]]:39: warning: '(before - after).abs().sum().item<double>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+}
+
+void train_until_drift(Net net, torch::Device device) {
+  auto reference = net->forward(torch::randn({8, 4}, device)).detach();
+  for (int step = 0; step < 100; ++step) {
+    auto out = net->forward(torch::randn({8, 4}, device));
+    out.sum().backward();
+    if (drifted(reference, out))
+      break;
+  }
+}
+
+// The same check every 50 steps: silent.
+bool drifted_rarely(const torch::Tensor &before, const torch::Tensor &after) {
+  return (before - after).abs().sum().item<double>() > 1.0;
+}
+
+void train_checking_drift_rarely(Net net, torch::Device device) {
+  auto reference = net->forward(torch::randn({8, 4}, device)).detach();
+  for (int step = 0; step < 100; ++step) {
+    auto out = net->forward(torch::randn({8, 4}, device));
+    out.sum().backward();
+    if (step % 50 == 0 && drifted_rarely(reference, out))
+      break;
+  }
+}

@@ -85,6 +85,7 @@ public:
   // A few device-preserving operations.
   Tensor sum() const;
   Tensor mean() const;
+  Tensor abs() const;
   Tensor relu() const;
   Tensor sigmoid() const;
   Tensor to_dense() const;
