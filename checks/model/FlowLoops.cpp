@@ -8,6 +8,8 @@
 
 #include "FlowAnalysis.h"
 #include "ProgramModel.h"
+#include "api/StdLibrary.h"
+#include "clang/AST/StmtCXX.h"
 #include "clang/AST/ExprCXX.h"
 
 namespace clang::tidy::torch {
@@ -204,7 +206,11 @@ LoopContext FlowAnalysis::loopContext(const Stmt &S) const {
   const CFGBlock *Inner = Block;
   unsigned Depth = 0;
   for (const Loop *L : Around) {
-    if (Depth++ >= Program.options().MaxLoopDepth)
+    // A range-for over callbacks runs each of them once: not a repetition.
+    const auto *RangeFor = dyn_cast_or_null<CXXForRangeStmt>(L->Statement);
+    bool OverCallables =
+        RangeFor && isCallableType(RangeFor->getLoopVariable()->getType());
+    if (!OverCallables && Depth++ >= Program.options().MaxLoopDepth)
       break;
     bool EveryIteration = llvm::all_of(L->Latches, [&](const CFGBlock *Latch) {
       return dominates(*Inner, *Latch);

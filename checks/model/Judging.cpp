@@ -104,12 +104,23 @@ static SiteContext contextAt(const FlowAnalysis &A, const Stmt &S,
   return C;
 }
 
-/// The functions a call runs whose obligations apply at it: its callee, and
-/// the lambdas it hands to a library function (std::for_each runs them).
-static llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 1>
+/// A function a call runs whose obligations apply at it.
+struct ObligedCallee {
+  /// Set when the call runs it otherwise than as its callee.
+  const FunctionDecl *Target = nullptr;
+  const FunctionSummary *Summary = nullptr;
+  /// The call's arguments are not the target's (a lambda handed to
+  /// std::for_each).
+  bool HandedToLibrary = false;
+};
+
+/// The functions a call runs whose obligations apply at it: its callee,
+/// each callable of a container it calls, and the lambdas it hands to a
+/// library function (std::for_each runs them).
+static llvm::SmallVector<ObligedCallee, 1>
 obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
   ProgramModel &P = M.program();
-  llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 1> Out;
+  llvm::SmallVector<ObligedCallee, 1> Out;
   const auto *E = dyn_cast<Expr>(&S);
   if (!E || !isa<CallExpr, CXXConstructExpr>(E))
     return Out;
@@ -121,7 +132,6 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
         Out.push_back({nullptr, Summary});
       return Out;
     }
-    // Each callable of a container that a range-for calls.
     if (callableHolder(*Call)) {
       for (const FunctionDecl *Target : M.possibleCallableTargets(*Call, St))
         if (const FunctionSummary *Summary = P.summary(*Target))
@@ -136,7 +146,7 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
         if (const auto *Lambda =
                 dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit()))
           if (const FunctionSummary *Summary = P.summary(*Lambda->getCallOperator()))
-            Out.push_back({Lambda->getCallOperator(), Summary});
+            Out.push_back({Lambda->getCallOperator(), Summary, true});
       return Out;
     }
   }
@@ -298,14 +308,16 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       }
     }
     // The obligations of the functions it calls.
-    for (const auto &[Lambda, Summary] : obligedCallees(S, M, St)) {
+    for (const auto &[Target, Summary, HandedToLibrary] :
+         obligedCallees(S, M, St)) {
       if (Summary->Obligations.empty())
         continue;
       ResolvedCall Resolved = M.resolve(cast<Expr>(S), St);
-      if (Lambda) {
-        Resolved.Callee = Lambda;
-        Resolved.Arguments.clear();
+      if (Target) {
+        Resolved.Callee = Target;
         Resolved.Object = {};
+        if (HandedToLibrary)
+          Resolved.Arguments.clear();
       }
       for (const Obligation &O : Summary->Obligations) {
         RequirementMatch Match = O.Site;

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 #include <iostream>
+#include <functional>
 
 struct NetImpl : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) { return x * 2; }
@@ -255,4 +256,53 @@ void train_checking_drift_rarely(Net net, torch::Device device) {
     if (step % 50 == 0 && drifted_rarely(reference, out))
       break;
   }
+}
+
+// Callbacks kept in a vector, each run once after every step: a callback
+// that reads the loss back runs on every step.
+using StepCallback = std::function<void(int, const torch::Tensor &)>;
+
+void fit_with_callbacks(Net net, torch::Device device,
+                        const std::vector<StepCallback> &callbacks) {
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({8, 4}, device)).sum();
+    loss.backward();
+    for (const auto &cb : callbacks)
+      cb(step, loss);
+  }
+}
+
+void run_fit_with_callbacks(torch::Device device) {
+  std::vector<double> curve;
+  auto record = [&curve](int, const torch::Tensor &loss) {
+    curve.push_back(loss.item<double>());
+    // CHECK-MESSAGES: :[[@LINE-1]]:26: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+  };
+  std::vector<StepCallback> callbacks{record};
+  Net net;
+  net->to(device);
+  fit_with_callbacks(net, device, callbacks);
+}
+
+// The callbacks run once, after training: silent.
+void fit_then_callbacks(Net net, torch::Device device,
+                        const std::vector<StepCallback> &callbacks) {
+  torch::Tensor loss;
+  for (int step = 0; step < 100; ++step) {
+    loss = net->forward(torch::randn({8, 4}, device)).sum();
+    loss.backward();
+  }
+  for (const auto &cb : callbacks)
+    cb(100, loss);
+}
+
+void run_fit_then_callbacks(torch::Device device) {
+  std::vector<double> curve;
+  auto record = [&curve](int, const torch::Tensor &loss) {
+    curve.push_back(loss.item<double>());
+  };
+  std::vector<StepCallback> callbacks{record};
+  Net net;
+  net->to(device);
+  fit_then_callbacks(net, device, callbacks);
 }
