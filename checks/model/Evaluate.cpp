@@ -206,8 +206,9 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
   F.MayBeZeroDim = true;
   // An op that runs computes where its operands are: a known device (other
   // than a possibly 0-dim CPU tensor, which may meet any device) decides
-  // over unknown ones; known devices that differ decide nothing. Else one
-  // entry value ("whatever this parameter's tensor is on") decides.
+  // over unknown ones; known devices that differ decide nothing. Else the
+  // entry values ("whatever this parameter's tensor is on") decide: at most
+  // two, which the callers' facts settle.
   std::optional<Sourced<DeviceValue>> Decided, FromEntry;
   bool Conflict = false, EntryConflict = false;
   for (const Expr *Op : Ops) {
@@ -226,12 +227,21 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
       else if (Decided->Value != OpFacts.Device.Value)
         Conflict = true;
       else if (Decided->Entry != OpFacts.Device.Entry)
-        Decided->Entry = nullptr;
+        Decided->Entry = Decided->AlsoEntry = nullptr;
     } else if (OpFacts.Device.Entry && !OpFacts.Device.Value.isKnown()) {
-      if (!FromEntry)
+      if (!FromEntry) {
         FromEntry = OpFacts.Device;
-      else if (FromEntry->Entry != OpFacts.Device.Entry)
-        EntryConflict = true;
+      } else {
+        for (const ValueDecl *E :
+             {OpFacts.Device.Entry, OpFacts.Device.AlsoEntry}) {
+          if (!E || E == FromEntry->Entry || E == FromEntry->AlsoEntry)
+            continue;
+          if (FromEntry->AlsoEntry)
+            EntryConflict = true;
+          else
+            FromEntry->AlsoEntry = E;
+        }
+      }
     }
     AnyInGraph |= OpFacts.Graph.Value == GraphState::InGraph;
     AllNoGraph &= OpFacts.Graph.Value == GraphState::NoGraph;

@@ -32,6 +32,7 @@ ValueFacts ValueFacts::atEntry(const ValueDecl &Holder) {
 ValueFacts ValueFacts::withoutEntries() const {
   ValueFacts F = *this;
   F.Device.Entry = nullptr;
+  F.Device.AlsoEntry = nullptr;
   F.Pin.Entry = nullptr;
   F.Graph.Entry = nullptr;
   F.Mode.Entry = nullptr;
@@ -44,7 +45,7 @@ bool ValueFacts::dependsOnEntry() const {
 
 template <typename T>
 static Sourced<T> joinSourced(const Sourced<T> &A, const Sourced<T> &B) {
-  if (!(A.Value == B.Value))
+  if (!(A.Value == B.Value) || A.AlsoEntry != B.AlsoEntry)
     return {};
   // An entry value known here (a member's class state, what every caller
   // passes) and the same value from elsewhere: that value, whatever entered.

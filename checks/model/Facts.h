@@ -62,11 +62,15 @@ template <typename T> struct Sourced {
   T Value{};
   SourceLocation Origin;
   const ValueDecl *Entry = nullptr;
+  /// A second entry value that an operation combined with Entry's (`a - b`
+  /// of two parameters): the same device if the operation runs, so the
+  /// callers' facts of either decide. Only devices have one.
+  const ValueDecl *AlsoEntry = nullptr;
   /// The calls through which the fact reached this function; null when it
   /// was established here.
   const CallStep *Via = nullptr;
   bool operator==(const Sourced &O) const {
-    return Value == O.Value && Entry == O.Entry;
+    return Value == O.Value && Entry == O.Entry && AlsoEntry == O.AlsoEntry;
   }
   bool operator!=(const Sourced &O) const { return !(*this == O); }
   bool isKnown() const { return !(Value == T()); }

@@ -111,6 +111,8 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     }
     if (V.Device.Entry)
       D["entry"] = entry(V.Device.Entry);
+    if (V.Device.AlsoEntry)
+      D["alsoEntry"] = entry(V.Device.AlsoEntry);
     D["origin"] = place(V.Device.Origin);
     if (V.Device.Via)
       D["via"] = path(V.Device.Via);

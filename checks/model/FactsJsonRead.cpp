@@ -110,6 +110,7 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
         V.Device.Value = DeviceValue::symbolic(Holder);
     }
     V.Device.Entry = entry(D->get("entry"));
+    V.Device.AlsoEntry = V.Device.Entry ? entry(D->get("alsoEntry")) : nullptr;
     V.Device.Origin = place(D->get("origin"));
     V.Device.Via = path(D->getArray("via"));
     // A fact this TU cannot name is unknown, and has no origin to show.

@@ -99,6 +99,36 @@ Sourced<T> FlowModel::throughCall(const Sourced<T> &InCallee,
 Sourced<DeviceValue>
 FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
                        const ResolvedCall &Call, const State &S) const {
+  // Two entry values an operation combined: as the operation would decide
+  // with the callers' facts (a known device over an unknown one, but not a
+  // CPU tensor that may be a 0-dim scalar).
+  if (InCallee.Entry && InCallee.AlsoEntry) {
+    Sourced<DeviceValue> One = InCallee, Two = InCallee;
+    One.AlsoEntry = Two.AlsoEntry = nullptr;
+    Two.Entry = InCallee.AlsoEntry;
+    Sourced<DeviceValue> A = instantiate(One, Call, S);
+    Sourced<DeviceValue> B = instantiate(Two, Call, S);
+    auto Decides = [&](const Sourced<DeviceValue> &D, const ValueDecl &E) {
+      return D.Value.isKnown() &&
+             !(D.Value.isCPU() && entryValueAt(E, Call, S).MayBeZeroDim);
+    };
+    bool DA = Decides(A, *One.Entry), DB = Decides(B, *Two.Entry);
+    if (DA && DB)
+      return A.Value == B.Value ? A : Sourced<DeviceValue>();
+    if (DA || DB)
+      return DA ? A : B;
+    // Neither decides: the caller's own entry values, still to be settled.
+    if (A.Entry && !A.Value.isKnown() && B.Entry && !B.Value.isKnown() &&
+        A.Entry != B.Entry && !A.AlsoEntry && !B.AlsoEntry) {
+      A.AlsoEntry = B.Entry;
+      return A;
+    }
+    if (A.Entry && !A.Value.isKnown())
+      return A;
+    if (B.Entry && !B.Value.isKnown())
+      return B;
+    return {};
+  }
   if (InCallee.Entry) {
     Sourced<DeviceValue> Here = entryValueAt(*InCallee.Entry, Call, S).Device;
     // A member or global the caller knows nothing of holds what the

@@ -158,6 +158,7 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
 /// \p To's facts, with the entry tags of \p From (a callee's operand).
 static void keepEntryTags(ValueFacts &To, const ValueFacts &From) {
   To.Device.Entry = From.Device.Entry;
+  To.Device.AlsoEntry = From.Device.AlsoEntry;
   To.Pin.Entry = From.Pin.Entry;
   To.Graph.Entry = From.Graph.Entry;
   To.Mode.Entry = From.Mode.Entry;
