@@ -17,6 +17,7 @@ static bool isContainerName(llvm::StringRef N) {
       .Cases("vector", "deque", "array", "list", "forward_list", true)
       .Cases("map", "unordered_map", "multimap", "unordered_multimap", true)
       .Cases("set", "unordered_set", "queue", "stack", true)
+      .Case("optional", true) // at most one element
       .Default(false);
 }
 
@@ -29,6 +30,10 @@ const CXXRecordDecl *containerRecord(QualType T) {
       !isContainerName(RD->getName()))
     return nullptr;
   return RD;
+}
+
+bool isOptional(QualType T) {
+  return isStdClass(containerRecord(T), "optional");
 }
 
 bool isMapContainer(const CXXRecordDecl *RD) {
@@ -80,7 +85,7 @@ bool isContainerInsert(llvm::StringRef M) {
 bool isContainerReset(llvm::StringRef M) {
   return llvm::StringSwitch<bool>(M)
       .Cases("clear", "erase", "pop_back", "pop_front", "pop", true)
-      .Cases("resize", "assign", "swap", true)
+      .Cases("resize", "assign", "swap", "reset", true)
       .Default(false);
 }
 

@@ -22,6 +22,9 @@ bool isStdClass(const CXXRecordDecl *RD, llvm::StringRef Name);
 /// The record of a standard container (vector, deque, array, list, map,
 /// unordered_map, ...) that \p T names, through references; null otherwise.
 const CXXRecordDecl *containerRecord(QualType T);
+/// `std::optional<T>`: a container of at most one element (`*o`,
+/// `o.value()`, `o->` name it).
+bool isOptional(QualType T);
 /// A map: `m[k]` names the mapped value of an element.
 bool isMapContainer(const CXXRecordDecl *RD);
 /// `std::pair` or `std::tuple`.

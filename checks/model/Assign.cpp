@@ -188,6 +188,32 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
   // A container: its elements, from an initialiser list or a copy.
   if (containerRecord(Type)) {
     Location Elements = L.child(Selector::element());
+    // An optional given a value (`o = t`, `std::optional<T> o(t)`,
+    // `std::make_optional(t)`): that value is its element.
+    if (isOptional(Type) && Stripped) {
+      const Expr *Value = Stripped;
+      if (const auto *Construct = dyn_cast<CXXConstructExpr>(Value);
+          Construct && Construct->getNumArgs() == 1 &&
+          !Construct->getConstructor()->isCopyOrMoveConstructor())
+        Value = Construct->getArg(0)->IgnoreImplicit();
+      if (const auto *Call = dyn_cast<CallExpr>(Value);
+          Call && Call->getNumArgs() == 1 && Call->getDirectCallee() &&
+          Call->getDirectCallee()->isInStdNamespace() &&
+          Call->getDirectCallee()->getIdentifier() &&
+          Call->getDirectCallee()->getName() == "make_optional")
+        Value = Call->getArg(0)->IgnoreImplicit();
+      if (Value != Stripped || !isOptional(Value->getType())) {
+        St.forgetTree(L);
+        ValueFacts Nothing;
+        Nothing.Empty = true;
+        if (isa<CXXNullPtrLiteralExpr>(Value) ||
+            Value->getType().getAsString().find("nullopt") != std::string::npos)
+          St.set(Elements, Nothing);
+        else
+          assign(Elements, Value->getType(), Value, Loc, St);
+        return;
+      }
+    }
     if (Stripped)
       if (Location From = locationOf(Stripped)) {
         St.copyTree(From, L);

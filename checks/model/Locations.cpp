@@ -188,6 +188,10 @@ Location FlowModel::locationOf(const Expr *E) const {
       // `*net`, `net->`: a module handle stands for its module.
       if (isModuleHandleType(ObjectType))
         return locationOf(Object);
+      // `*o`, `o->`: the value an optional holds.
+      if (isOptional(ObjectType))
+        if (Location C = locationOf(Object))
+          return elementsOf(C, ObjectType);
       // `*it`, `it->`: an element of the container the iterator walks.
       return iteratedElement(Object);
     default:
@@ -214,7 +218,8 @@ Location FlowModel::locationOf(const Expr *E) const {
     if (ObjectType->isPointerType())
       ObjectType = ObjectType->getPointeeType();
     if (containerRecord(ObjectType) &&
-        (Name == "at" || Name == "front" || Name == "back")) {
+        (Name == "at" || Name == "front" || Name == "back" ||
+         (Name == "value" && isOptional(ObjectType)))) {
       Location C = locationOf(Object);
       if (!C)
         return {};

@@ -540,3 +540,37 @@ void fit_boundary(torch::Device device) {
   Collocation placed{torch::randn({2, 4}, device), torch::randn({2, 4}, device)};
   boundary_loss(model, placed);
 }
+
+// An optional mask in a record a helper returns: the value it holds keeps
+// its facts through `*o`, `o->` and `o.value()`.
+#include <optional>
+
+struct Window {
+  torch::Tensor signal;
+  std::optional<torch::Tensor> mask;
+};
+
+Window read_window(bool masked) {
+  Window w{torch::randn({4, 3}), std::nullopt};
+  if (masked)
+    w.mask = torch::ones({4, 3});
+  return w;
+}
+
+void apply_mask(torch::Device device) {
+  Window w = read_window(true);
+  auto signal = w.signal.to(device);
+  if (w.mask)
+    signal = signal * *w.mask;
+  // CHECK-MESSAGES: :[[@LINE-1]]:21: warning: operator '*' combines 'signal' on 'device' with '*w.mask' on CPU (from 'read_window()' {{.*}}[torch-device-mismatch]
+}
+
+void apply_moved_mask(torch::Device device) {
+  Window w = read_window(true);
+  auto signal = w.signal.to(device);
+  std::optional<torch::Tensor> mask;
+  if (w.mask)
+    mask = w.mask->to(device);
+  if (mask)
+    signal = signal * mask.value();
+}
