@@ -55,6 +55,18 @@ const Expr *iteratedContainer(const Expr &Init) {
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(E);
       Construct && Construct->getNumArgs() == 1)
     E = Construct->getArg(0)->IgnoreImplicit();
+  // `m.try_emplace(k, v).first`, `s.insert(x).first`: the element's place.
+  if (const auto *First = dyn_cast<MemberExpr>(E);
+      First && First->getMemberDecl()->getIdentifier() &&
+      First->getMemberDecl()->getName() == "first")
+    if (const auto *Insert = dyn_cast<CXXMemberCallExpr>(
+            First->getBase()->IgnoreImplicit()))
+      if (const CXXMethodDecl *MD = Insert->getMethodDecl();
+          MD && MD->getIdentifier() &&
+          containerRecord(MD->getThisType()->getPointeeType()) &&
+          (MD->getName() == "try_emplace" || MD->getName() == "emplace" ||
+           MD->getName() == "insert" || MD->getName() == "insert_or_assign"))
+        return Insert->getImplicitObjectArgument();
   if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E)) {
     const CXXMethodDecl *MD = Member->getMethodDecl();
     if (!MD || !MD->getIdentifier() ||
@@ -79,6 +91,7 @@ bool isContainerInsert(llvm::StringRef M) {
   return llvm::StringSwitch<bool>(M)
       .Cases("push_back", "emplace_back", "push_front", "emplace_front", true)
       .Cases("insert", "emplace", "push", "insert_or_assign", true)
+      .Case("try_emplace", true)
       .Default(false);
 }
 

@@ -31,7 +31,8 @@ bool isMapContainer(const CXXRecordDecl *RD);
 bool isTupleLike(QualType T);
 
 /// The container an iterator variable's initialiser walks: `c.begin()`,
-/// `c.cbegin()`, `c.rbegin()`, `c.find(k)`, `std::begin(c)`; null otherwise.
+/// `c.cbegin()`, `c.rbegin()`, `c.find(k)`, `std::begin(c)`,
+/// `m.try_emplace(k, v).first` and the other inserts'; null otherwise.
 const Expr *iteratedContainer(const Expr &Init);
 
 /// Methods that add one element to a container (push_back, emplace_back,

@@ -299,3 +299,26 @@ void sequence_losses_detached(Net &net, std::vector<torch::Tensor> &curve) {
     curve.push_back(loss.detach());
   }
 }
+
+// An accumulator reached through the iterator an insert returns.
+#include <map>
+#include <string>
+
+void running_sums_by_name(Net &net, std::map<std::string, torch::Tensor> &sums) {
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({1, 4})).sum();
+    loss.backward();
+    auto slot = sums.try_emplace("loss", torch::zeros({})).first;
+    slot->second += loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph{{.*}}[torch-loss-accumulation-graph]
+  }
+}
+
+void running_sums_by_name_detached(Net &net, std::map<std::string, torch::Tensor> &sums) {
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({1, 4})).sum();
+    loss.backward();
+    auto slot = sums.try_emplace("loss", torch::zeros({})).first;
+    slot->second += loss.detach();
+  }
+}
