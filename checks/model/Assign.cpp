@@ -275,6 +275,10 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
         assignValue(L, Type, Init, Loc, St);
       else if (const ValueFacts *Whole = St.lookup(From))
         St.set(L, *Whole);
+      else if (const auto *P = dyn_cast_or_null<ParmVarDecl>(From.Root);
+               P && !From.Depth && From.Kind == Location::Local &&
+               P->getDeclContext() == Function)
+        St.set(L, ValueFacts::atEntry(*P)); // the caller's, parts included
       return;
     }
     llvm::SmallVector<const Expr *, 4> Parts;

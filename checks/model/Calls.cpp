@@ -83,6 +83,19 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     Sourced<DeviceValue> OutputDevice;
     if (IsForward)
       OutputDevice = evaluateModuleCall(*CE, Forward, Before).Device;
+    // A parameter returned as it came (`return f;`, `return Pair{f, g};`):
+    // the caller's argument, parts included; what the body proves of a
+    // part is set below and wins.
+    for (const SummaryEffect &R : Summary.Returns)
+      if (Location Here = R.Where.replacePrefix(Location::returned(), Result))
+        if (const auto *P = dyn_cast_or_null<ParmVarDecl>(R.Exit.Device.Entry);
+            P && !R.Exit.Device.isKnown() && R.Exit.Pin.Entry == P &&
+            !R.Exit.Pin.isKnown())
+          if (Location From = callerLocation(Location::local(P), Call))
+            for (const Location &Part : Before.tree(From))
+              if (Part != From)
+                if (Location To = Part.replacePrefix(From, Here))
+                  St.set(To, Before.get(Part));
     for (const SummaryEffect &R : Summary.Returns)
       if (Location Here = R.Where.replacePrefix(Location::returned(), Result)) {
         ValueFacts Part = instantiate(R.Exit, Call, Before);

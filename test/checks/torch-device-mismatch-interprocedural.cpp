@@ -574,3 +574,41 @@ void apply_moved_mask(torch::Device device) {
   if (mask)
     signal = signal * mask.value();
 }
+
+// Stage functors composed by a factory that takes them by value: the
+// composed object keeps each stage's members.
+struct Standardize {
+  torch::Tensor mean;
+  torch::Tensor operator()(const torch::Tensor &x) const { return x - mean; }
+  // CHECK-MESSAGES: :[[@LINE-1]]:69: warning: operator '-' combines 'x' on 'device' with 'mean' on CPU{{.*}}[torch-device-mismatch]
+};
+struct Identity {
+  torch::Tensor operator()(const torch::Tensor &x) const { return x; }
+};
+template <typename First, typename Second> struct Composed {
+  First first;
+  Second second;
+  torch::Tensor operator()(const torch::Tensor &x) const { return second(first(x)); }
+};
+template <typename First, typename Second>
+Composed<First, Second> compose(First first, Second second) {
+  return Composed<First, Second>{first, second};
+}
+
+void preprocess_on_device(torch::Device device) {
+  Standardize standardize{torch::randn({3})};
+  auto pipeline = compose(standardize, Identity{});
+  auto features = pipeline(torch::randn({4, 3}).to(device));
+}
+
+// The same stages with the statistics moved along: silent.
+struct StandardizeMoved {
+  torch::Tensor mean;
+  torch::Tensor operator()(const torch::Tensor &x) const { return x - mean; }
+};
+
+void preprocess_moved(torch::Device device) {
+  StandardizeMoved standardize{torch::randn({3}).to(device)};
+  auto pipeline = compose(standardize, Identity{});
+  auto features = pipeline(torch::randn({4, 3}).to(device));
+}
