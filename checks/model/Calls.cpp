@@ -48,6 +48,36 @@ void FlowModel::keepArgumentGraphs(const ResolvedCall &Call, const State &S,
   }
 }
 
+void FlowModel::copyArgumentParts(const ValueFacts &Exit,
+                                  const ResolvedCall &Call,
+                                  const State &Before, const Location &Here,
+                                  State &St) const {
+  const auto *P = dyn_cast_or_null<ParmVarDecl>(Exit.Device.Entry);
+  if (!P || Exit.Device.isKnown() || Exit.Pin.Entry != P || Exit.Pin.isKnown())
+    return;
+  if (Location From = callerLocation(Location::local(P), Call)) {
+    for (const Location &Part : Before.tree(From))
+      if (Part != From)
+        if (Location To = Part.replacePrefix(From, Here))
+          St.set(To, Before.get(Part));
+    return;
+  }
+  // A temporary (`set(Stats{a, b})`): its parts as a declaration sets them.
+  unsigned Index = P->getFunctionScopeIndex();
+  if (!Call.Callee || Index >= Call.Arguments.size() || !Call.Arguments[Index] ||
+      !isa<FunctionDecl>(P->getDeclContext()) ||
+      cast<FunctionDecl>(P->getDeclContext())->getCanonicalDecl() !=
+          Call.Callee->getCanonicalDecl() ||
+      !P->getType().getNonReferenceType()->isRecordType())
+    return;
+  State Scratch = Before;
+  assign(Here, P->getType(), Call.Arguments[Index], Call.Call->getBeginLoc(),
+         Scratch);
+  for (const Location &Part : Scratch.tree(Here))
+    if (Part != Here)
+      St.set(Part, Scratch.get(Part));
+}
+
 void FlowModel::applySummary(const ResolvedCall &Call,
                              const FunctionSummary &Summary,
                              const Location &Result, State &St) const {
@@ -60,6 +90,7 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     Location Here = callerLocation(Effect.Where, Call);
     if (!Here)
       continue;
+    copyArgumentParts(Effect.Exit, Call, Before, Here, St);
     ValueFacts After = instantiate(Effect.Exit, Call, Before);
     // A module handle passed by value still names the caller's module: its
     // module facts change, not the handle.
@@ -88,14 +119,7 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     // part is set below and wins.
     for (const SummaryEffect &R : Summary.Returns)
       if (Location Here = R.Where.replacePrefix(Location::returned(), Result))
-        if (const auto *P = dyn_cast_or_null<ParmVarDecl>(R.Exit.Device.Entry);
-            P && !R.Exit.Device.isKnown() && R.Exit.Pin.Entry == P &&
-            !R.Exit.Pin.isKnown())
-          if (Location From = callerLocation(Location::local(P), Call))
-            for (const Location &Part : Before.tree(From))
-              if (Part != From)
-                if (Location To = Part.replacePrefix(From, Here))
-                  St.set(To, Before.get(Part));
+        copyArgumentParts(R.Exit, Call, Before, Here, St);
     for (const SummaryEffect &R : Summary.Returns)
       if (Location Here = R.Where.replacePrefix(Location::returned(), Result)) {
         ValueFacts Part = instantiate(R.Exit, Call, Before);

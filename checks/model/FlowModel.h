@@ -242,6 +242,11 @@ private:
   const Expr *addedTerm(const Expr *Update, const Location &Into) const;
   void transferConstruction(const CXXConstructExpr &E, const Location &Object,
                             State &St) const;
+  /// A value a callee returns or stores as it received it, the parameter
+  /// \p Exit names: the caller's argument's parts, copied under \p Here.
+  void copyArgumentParts(const ValueFacts &Exit, const ResolvedCall &Call,
+                         const State &Before, const Location &Here,
+                         State &St) const;
   void applySummary(const ResolvedCall &Call, const FunctionSummary &Summary,
                     const Location &Result, State &St) const;
   void forgetOpaqueEffects(const ResolvedCall &Call, State &St) const;

@@ -612,3 +612,39 @@ void preprocess_moved(torch::Device device) {
   auto pipeline = compose(standardize, Identity{});
   auto features = pipeline(torch::randn({4, 3}).to(device));
 }
+
+// A setter that stores a record it is given: the member keeps the record's
+// fields.
+struct NormStats {
+  torch::Tensor mean, scale;
+};
+class Normalizer {
+public:
+  void set_stats(NormStats s) { stats_ = s; }
+  torch::Tensor apply(const torch::Tensor &x) { return (x - stats_.mean) * stats_.scale; }
+  // CHECK-MESSAGES: :[[@LINE-1]]:59: warning: operator '-' combines 'x' on 'device' with 'stats_.mean' on CPU{{.*}}[torch-device-mismatch]
+
+private:
+  NormStats stats_;
+};
+
+void normalise_on_device(torch::Device device) {
+  Normalizer n;
+  n.set_stats(NormStats{torch::randn({3}), torch::ones({3})});
+  auto y = n.apply(torch::randn({4, 3}).to(device));
+}
+
+class PlacedNormalizer {
+public:
+  void set_stats(NormStats s) { stats_ = s; }
+  torch::Tensor apply(const torch::Tensor &x) { return (x - stats_.mean) * stats_.scale; }
+
+private:
+  NormStats stats_;
+};
+
+void normalise_placed(torch::Device device) {
+  PlacedNormalizer n;
+  n.set_stats(NormStats{torch::randn({3}, device), torch::ones({3}, device)});
+  auto y = n.apply(torch::randn({4, 3}).to(device));
+}
