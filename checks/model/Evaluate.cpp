@@ -599,7 +599,12 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     }
     if (Name == "requires_grad_")
       F.Graph = {};
-    F.MayBeZeroDim = keepsShape(Name) ? Source.MayBeZeroDim : true;
+    // A reduction that keeps its dimensions keeps the rank.
+    std::optional<bool> KeepDim =
+        evaluateBool(argumentForParameter(Call, "keepdim"), S);
+    F.MayBeZeroDim = keepsShape(Name) || (KeepDim && *KeepDim)
+                         ? Source.MayBeZeroDim
+                         : true;
     if (Name == "contiguous" || Name == "clone")
       F.Pin = Name == "clone" && Source.Device.Value.isCPU()
                   ? Sourced<Pinning>{Pinning::Pageable, Loc}

@@ -67,6 +67,13 @@ static void forEachCall(const Stmt *S,
   if (const auto *Call = dyn_cast<CallExpr>(S))
     F(*Call);
   if (const auto *Lambda = dyn_cast<LambdaExpr>(S)) {
+    // A generic lambda runs its instantiations, not its pattern.
+    const CXXMethodDecl *Op = Lambda->getCallOperator();
+    if (const FunctionTemplateDecl *T = Op->getDescribedFunctionTemplate()) {
+      for (const FunctionDecl *Body : T->specializations())
+        forEachCall(Body->getBody(), F);
+      return;
+    }
     forEachCall(Lambda->getBody(), F);
     return;
   }

@@ -144,9 +144,17 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
         return Out;
       for (const Expr *Arg : Call->arguments())
         if (const auto *Lambda =
-                dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit()))
-          if (const FunctionSummary *Summary = P.summary(*Lambda->getCallOperator()))
-            Out.push_back({Lambda->getCallOperator(), Summary, true});
+                dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit())) {
+          // A generic lambda (std::visit's): each instantiation it gets.
+          const CXXMethodDecl *Op = Lambda->getCallOperator();
+          llvm::SmallVector<const FunctionDecl *, 2> Bodies{Op};
+          if (const FunctionTemplateDecl *T = Op->getDescribedFunctionTemplate())
+            Bodies.assign(T->specializations().begin(),
+                          T->specializations().end());
+          for (const FunctionDecl *Body : Bodies)
+            if (const FunctionSummary *Summary = P.summary(*Body))
+              Out.push_back({Body, Summary, true});
+        }
       return Out;
     }
   }

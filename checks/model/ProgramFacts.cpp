@@ -370,6 +370,8 @@ static bool carriesTensor(QualType T, unsigned Depth) {
 }
 
 bool ProgramModel::mayTrain(const CallExpr &Call) {
+  if (Call.isTypeDependent())
+    return false; // a template's pattern: its instantiations decide
   if (callTrains(Call, TrainingCall::BackwardOrStep) || isGradientCall(Call))
     return true;
   const FunctionDecl *FD = Call.getDirectCallee();

@@ -287,3 +287,14 @@ void stacked_probe_states(torch::Device device, int64_t probes) {
   net->forward(stacked);
   // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'stacked' on CPU; {{.*}}[torch-device-mismatch]
 }
+
+// A reduction that keeps its dimensions is no 0-dim scalar.
+void residual_of_row_sums(Net &model, torch::Device device) {
+  model->to(device);
+  auto x = torch::randn({8, 4});
+  auto target = x.sum(1, /*keepdim=*/true);
+  auto residual = model->forward(x.to(device)) - target;
+  // CHECK-MESSAGES: :[[@LINE-1]]:48: warning: operator '-' combines 'model->forward(x.to(device))' on 'device' with 'target' on CPU{{.*}}[torch-device-mismatch]
+  auto total = x.sum();
+  auto scaled = model->forward(x.to(device)) * total;
+}

@@ -338,3 +338,28 @@ double score_levels(Decoder &dec, const std::vector<torch::Tensor> &levels) {
   }
   return total;
 }
+
+// A generic lambda handed to std::visit runs its instantiation's forward.
+#include <variant>
+
+double score_candidates(std::variant<Net> candidate) {
+  double total = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto x = torch::randn({8, 4});
+    auto pred = std::visit([&](auto &m) { return m->forward(x); }, candidate);
+    // CHECK-MESSAGES: :[[@LINE-1]]:50: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard{{.*}}[torch-inference-without-no-grad]
+    total += pred.sum().item<double>();
+  }
+  return total;
+}
+
+double score_candidates_no_grad(std::variant<Net> candidate) {
+  torch::NoGradGuard no_grad;
+  double total = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto x = torch::randn({8, 4});
+    auto pred = std::visit([&](auto &m) { return m->forward(x); }, candidate);
+    total += pred.sum().item<double>();
+  }
+  return total;
+}

@@ -84,6 +84,7 @@ public:
 
   // A few device-preserving operations.
   Tensor sum() const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor mean() const;
   Tensor abs() const;
   Tensor relu() const;
