@@ -265,6 +265,14 @@ llvm::ArrayRef<CallSite> ProgramModel::callSitesOf(const FunctionDecl &Callee) {
   return It == Sites.end() ? llvm::ArrayRef<CallSite>() : It->second;
 }
 
+std::vector<const FunctionDecl *> ProgramModel::calledFunctions() {
+  buildCallGraph();
+  std::vector<const FunctionDecl *> Out;
+  for (const auto &Entry : Sites)
+    Out.push_back(Entry.first);
+  return Out;
+}
+
 llvm::ArrayRef<CallSite> ProgramModel::creationSitesOf(const FunctionDecl &Op) {
   buildCallGraph();
   auto It = LambdaCreations.find(Op.getCanonicalDecl());

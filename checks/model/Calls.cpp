@@ -222,15 +222,40 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
           St.set(Member, Facts);
 }
 
+/// The members of \p Object that a constructor of \p Class leaves alone
+/// (no initialiser in the class or the constructor): default-constructed,
+/// empty tensors and containers.
+static void defaultConstructMembers(const CXXConstructorDecl &Ctor,
+                                    const Location &Object, State &St) {
+  llvm::SmallPtrSet<const FieldDecl *, 8> Initialised;
+  for (const CXXCtorInitializer *Init : Ctor.inits())
+    if (Init->isWritten() && Init->getMember())
+      Initialised.insert(Init->getMember());
+  ValueFacts Nothing;
+  Nothing.Empty = true;
+  for (const FieldDecl *Field : Ctor.getParent()->fields()) {
+    if (Field->hasInClassInitializer() || Initialised.contains(Field))
+      continue;
+    Location Member = Object.child(Selector::field(Field));
+    if (containerRecord(Field->getType()))
+      St.set(Member.child(Selector::element()), Nothing);
+    else if (isTensorType(Field->getType()))
+      St.set(Member, Nothing);
+  }
+}
+
 void FlowModel::transferConstruction(const CXXConstructExpr &E,
                                      const Location &Object,
                                      State &St) const {
   ResolvedCall Call = resolve(E);
   Call.Object = Object;
+  const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Call.Callee);
   if (const FunctionSummary *Summary =
           Call.Callee ? Program.summary(*Call.Callee) : nullptr) {
     // Members the constructor leaves alone are default-constructed.
     St.forgetTree(Object);
+    if (Ctor && !Ctor->isCopyOrMoveConstructor())
+      defaultConstructMembers(*Ctor, Object, St);
     applySummary(Call, *Summary, Location(), St);
     // A module handle handed to a constructor may be kept: the object then
     // shares the module, and whatever it does to it later (moves it,
@@ -244,6 +269,10 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
   }
   St.forgetTree(Object);
   forgetOpaqueEffects(Call, St);
+  // The compiler's default constructor default-constructs every member.
+  if (Ctor && Ctor->isDefaultConstructor() && !Ctor->isUserProvided() &&
+      Ctor->getParent()->hasDefinition())
+    defaultConstructMembers(*Ctor, Object, St);
 }
 
 bool FlowModel::isBlockingDeviceRead(const CallExpr &Call,

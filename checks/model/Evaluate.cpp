@@ -421,7 +421,10 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       if (isLossFunction(*FD) && F.Graph.Value == GraphState::Unknown &&
           S.path().Grad != GradMode::Disabled)
         F.Graph = {GraphState::InGraph, Loc};
-      F.MayBeZeroDim = true;
+      // An operator broadcasts: 0-dim only when every operand may be (as
+      // evaluateOperator found); other functions may reduce.
+      if (!FD->isOverloadedOperator())
+        F.MayBeZeroDim = true;
     } else if (const FunctionSummary *Summary = Program.summaryForCall(Call)) {
       ResolvedCall R = resolve(Call);
       F = instantiate(Summary->returned(), R, S);

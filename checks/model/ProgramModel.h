@@ -146,6 +146,9 @@ public:
   /// Every call of \p Callee (any redeclaration) in the user code of the TU,
   /// constructions through std::make_shared and module holders included.
   llvm::ArrayRef<CallSite> callSitesOf(const FunctionDecl &Callee);
+  /// Every function that some call of the TU's user code runs: clang's
+  /// CallGraph leaves out constructors defined in other TUs.
+  std::vector<const FunctionDecl *> calledFunctions();
   /// Where the lambda whose call operator is \p Op is written.
   llvm::ArrayRef<CallSite> creationSitesOf(const FunctionDecl &Op);
   /// The calls of callables (std::function, function pointers) that may

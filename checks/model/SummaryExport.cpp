@@ -62,8 +62,13 @@ llvm::json::Object exportTranslationUnit(ProgramModel &Program) {
 
   // The graph's map is unordered; sort by place for stable output.
   std::vector<const FunctionDecl *> Functions;
+  llvm::DenseSet<const FunctionDecl *> Seen;
   for (const auto &Entry : Graph)
     if (const auto *FD = dyn_cast_or_null<FunctionDecl>(Entry.first))
+      if (Seen.insert(FD->getCanonicalDecl()).second)
+        Functions.push_back(FD);
+  for (const FunctionDecl *FD : Program.calledFunctions())
+    if (Seen.insert(FD->getCanonicalDecl()).second)
       Functions.push_back(FD);
   llvm::sort(Functions, [](const FunctionDecl *A, const FunctionDecl *B) {
     return A->getLocation().getRawEncoding() < B->getLocation().getRawEncoding();

@@ -648,3 +648,26 @@ void normalise_placed(torch::Device device) {
   n.set_stats(NormStats{torch::randn({3}, device), torch::ones({3}, device)});
   auto y = n.apply(torch::randn({4, 3}).to(device));
 }
+
+// A record default-constructed, then filled on some paths: its members
+// start empty, so a mask set on one path is what the other paths hold too.
+struct Frame {
+  torch::Tensor pixels;
+  std::optional<torch::Tensor> mask;
+};
+
+Frame read_frame(bool masked) {
+  Frame f;
+  f.pixels = torch::randn({4, 3});
+  if (masked)
+    f.mask = torch::rand({4, 3}) > 0.5;
+  return f;
+}
+
+void mask_frame(torch::Device device, bool masked) {
+  Frame f = read_frame(masked);
+  auto pixels = f.pixels.to(device);
+  if (f.mask)
+    pixels = pixels * *f.mask;
+  // CHECK-MESSAGES: :[[@LINE-1]]:21: warning: operator '*' combines 'pixels' on 'device' with '*f.mask' on CPU (from 'read_frame()' {{.*}}[torch-device-mismatch]
+}

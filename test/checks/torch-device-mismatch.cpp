@@ -298,3 +298,15 @@ void residual_of_row_sums(Net &model, torch::Device device) {
   auto total = x.sum();
   auto scaled = model->forward(x.to(device)) * total;
 }
+
+// An operator broadcasts: a mask compared from a full host tensor is no
+// 0-dim scalar; one compared from a 0-dim sum is.
+void mask_from_comparison(Net &model, torch::Device device) {
+  model->to(device);
+  auto x = torch::randn({8, 4});
+  auto keep = torch::rand({8, 2}) > 0.1;
+  auto kept = model->forward(x.to(device)) * keep;
+  // CHECK-MESSAGES: :[[@LINE-1]]:44: warning: operator '*' combines 'model->forward(x.to(device))' on 'device' with 'keep' on CPU{{.*}}[torch-device-mismatch]
+  auto gate = x.sum() > 0.0;
+  auto gated = model->forward(x.to(device)) * gate;
+}
