@@ -101,6 +101,13 @@ void FlowModel::applySummary(const ResolvedCall &Call,
       F.Mode = After.Mode;
       After = F;
     }
+    // One element written stands for all of them: the graphs the others
+    // keep stay kept (a "some element" fact).
+    if (Here.isElement())
+      if (const ValueFacts *Old = Before.lookup(Here))
+        for (const Stmt *Source : Old->GraphSources)
+          if (!llvm::is_contained(After.GraphSources, Source))
+            After.GraphSources.push_back(Source);
     St.set(Here, After);
   }
   if (Result) {

@@ -277,3 +277,45 @@ void log_last(Net net, torch::optim::SGD &opt, FinalLog &log) {
   }
   log.add(loss);
 }
+
+#include <map>
+#include <string>
+
+// A registry of running sums by name, fed the loss and a metric without a
+// graph on every step: the element that holds the loss keeps its graphs.
+class RunningSums {
+public:
+  void add(const std::string &key, const torch::Tensor &value) {
+    sums_[key] += value;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' {{.*}}is still attached to its autograd graph and is accumulated into member 'sums_'{{.*}}[torch-loss-accumulation-graph]
+  }
+
+private:
+  std::map<std::string, torch::Tensor> sums_;
+};
+
+void train_with_running_sums(Net &net, RunningSums &sums) {
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({2, 4})).sum();
+    loss.backward();
+    sums.add("loss", loss);
+    sums.add("norm", torch::randn({2}).sum());
+  }
+}
+
+class DetachedSums {
+public:
+  void add(const std::string &key, const torch::Tensor &value) { sums_[key] += value; }
+
+private:
+  std::map<std::string, torch::Tensor> sums_;
+};
+
+void train_with_detached_sums(Net &net, DetachedSums &sums) {
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({2, 4})).sum();
+    loss.backward();
+    sums.add("loss", loss.detach());
+    sums.add("norm", torch::randn({2}).sum());
+  }
+}

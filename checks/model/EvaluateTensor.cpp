@@ -1,0 +1,270 @@
+//===--- EvaluateTensor.cpp - torch-tidy ----------------------------------===//
+//
+// What LibTorch's tensor functions produce: operators and functions of
+// tensors (where they compute, whether they record a graph), factories,
+// conversions (`.to()`), and tensor methods.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "Summary.h"
+#include "api/Devices.h"
+#include "api/StdLibrary.h"
+#include "api/TorchMatchers.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+#include "llvm/ADT/StringSwitch.h"
+
+namespace clang::tidy::torch {
+
+/// Tensor methods that return their receiver's storage or a same-shaped
+/// copy: the result keeps the receiver's dimensionality.
+static bool keepsShape(llvm::StringRef Method) {
+  return llvm::StringSwitch<bool>(Method)
+      .Cases("to", "cuda", "cpu", "pin_memory", "contiguous", "clone", true)
+      .Cases("detach", "detach_", "requires_grad_", "relu", "sigmoid", true)
+      .Cases("tanh", "exp", "log", "abs", "neg", "zero_", "add_", true)
+      .Cases("mul_", "sub_", "div_", "copy_", "float", "half", true)
+      .Default(false);
+}
+
+ValueFacts FlowModel::evaluateOperator(const Expr &E,
+                                       llvm::ArrayRef<const Expr *> Ops,
+                                       const State &S) const {
+  ValueFacts F;
+  bool AnyInGraph = false, AllNoGraph = true, First = true;
+  F.MayBeZeroDim = true;
+  // An op that runs computes where its operands are: a known device (other
+  // than a possibly 0-dim CPU tensor, which may meet any device) decides
+  // over unknown ones; known devices that differ decide nothing. Else the
+  // entry values ("whatever this parameter's tensor is on") decide: at most
+  // two, which the callers' facts settle.
+  std::optional<Sourced<DeviceValue>> Decided, FromEntry;
+  bool Conflict = false, EntryConflict = false;
+  for (const Expr *Op : Ops) {
+    if (!isTensorType(Op->getType()))
+      continue;
+    ValueFacts OpFacts = evaluate(Op, S);
+    if (First)
+      F.Device = OpFacts.Device;
+    else if (F.Device != OpFacts.Device)
+      F.Device = {};
+    First = false;
+    if (OpFacts.Device.Value.isKnown() &&
+        !(OpFacts.Device.Value.isCPU() && OpFacts.MayBeZeroDim)) {
+      if (!Decided)
+        Decided = OpFacts.Device;
+      else if (Decided->Value != OpFacts.Device.Value)
+        Conflict = true;
+      else if (Decided->Entry != OpFacts.Device.Entry)
+        Decided->Entry = Decided->AlsoEntry = nullptr;
+    } else if (OpFacts.Device.Entry && !OpFacts.Device.Value.isKnown()) {
+      if (!FromEntry) {
+        FromEntry = OpFacts.Device;
+      } else {
+        for (const ValueDecl *E :
+             {OpFacts.Device.Entry, OpFacts.Device.AlsoEntry}) {
+          if (!E || E == FromEntry->Entry || E == FromEntry->AlsoEntry)
+            continue;
+          if (FromEntry->AlsoEntry)
+            EntryConflict = true;
+          else
+            FromEntry->AlsoEntry = E;
+        }
+      }
+    }
+    AnyInGraph |= OpFacts.Graph.Value == GraphState::InGraph;
+    AllNoGraph &= OpFacts.Graph.Value == GraphState::NoGraph;
+    F.MayBeZeroDim &= OpFacts.MayBeZeroDim;
+    for (const Stmt *A : OpFacts.GraphSources)
+      if (!llvm::is_contained(F.GraphSources, A))
+        F.GraphSources.push_back(A);
+  }
+  if (Decided && !Conflict)
+    F.Device = *Decided;
+  else if (!Decided && FromEntry && !EntryConflict)
+    F.Device = *FromEntry;
+  if (F.Device.Value.isKnown() && !F.Device.Entry) {
+    F.Device.Origin = E.getExprLoc();
+    F.Device.Via = nullptr;
+  }
+  if (S.path().Grad == GradMode::Disabled || AllNoGraph)
+    F.Graph = {GraphState::NoGraph, E.getExprLoc()};
+  else if (AnyInGraph)
+    F.Graph = {GraphState::InGraph, E.getExprLoc()};
+  if (F.Device.Value.isCPU())
+    F.Pin = {Pinning::Pageable, E.getExprLoc()};
+  return F;
+}
+
+ValueFacts FlowModel::evaluateFactory(const CallExpr &Call,
+                                      const State &S) const {
+  ValueFacts F;
+  SourceLocation Loc = Call.getExprLoc();
+  F.Device = {DeviceValue::cpu(), Loc};
+  F.Graph = {GraphState::NoGraph, Loc};
+  F.MayBeZeroDim = isScalarFactoryCall(Call);
+  bool OptionsSayPinned = false, OptionsKnown = true;
+  for (const Expr *Arg : Call.arguments()) {
+    if (isa<CXXDefaultArgExpr>(Arg))
+      continue;
+    QualType T = Arg->getType();
+    if (!isTensorOptionsType(T) && !isDeviceType(T) && !isDeviceTypeEnum(T))
+      continue;
+    ValueFacts Options = evaluateOptions(Arg, S);
+    // Options without a device allocate on the CPU; options or a device we
+    // cannot see through decide the device themselves.
+    if (!Options.DeviceUnset) {
+      F.Device = Options.Device;
+      F.Device.Origin = Loc;
+    }
+    OptionsSayPinned |= Options.Pin.Value == Pinning::Pinned;
+    OptionsKnown &= Options.Pin.Value != Pinning::Unknown;
+  }
+  const FunctionDecl *FD = Call.getDirectCallee();
+  // from_blob wraps memory the program allocated: its kind decides.
+  bool FromUserMemory = FD && FD->getName() == "from_blob";
+  if (F.Device.Value.isCPU()) {
+    if (OptionsSayPinned)
+      F.Pin = {Pinning::Pinned, Loc};
+    else if (FromUserMemory && Call.getNumArgs() > 0)
+      F.Pin = {userMemoryPinning(Call.getArg(0)), Loc};
+    else if (OptionsKnown)
+      F.Pin = {Pinning::Pageable, Loc};
+    if (F.Pin.Value == Pinning::Unknown)
+      F.Pin = {};
+  }
+  return F;
+}
+
+ValueFacts FlowModel::evaluateConversion(const CallExpr &Call,
+                                         const ValueFacts &Source,
+                                         const State &S) const {
+  // Tensor::to overloads: (TensorOptions, ...), (Device, ScalarType, ...),
+  // (ScalarType, ...), (const Tensor &other, ...), and the 7-argument form.
+  ValueFacts F = Source;
+  SourceLocation Loc = Call.getExprLoc();
+  Sourced<DeviceValue> Target;
+  bool DeviceChanges = false, PinRequested = false;
+  if (const Expr *DeviceArg = argumentForParameter(Call, "device")) {
+    Target = evaluateDeviceSpec(DeviceArg, S);
+    DeviceChanges = true;
+  } else if (const Expr *Other = argumentForParameter(Call, "other")) {
+    Target = evaluate(Other, S).Device;
+    DeviceChanges = true;
+  } else if (const Expr *Options = argumentForParameter(Call, "options")) {
+    ValueFacts O = evaluateOptions(Options, S);
+    if (!O.DeviceUnset) {
+      Target = O.Device;
+      DeviceChanges = true;
+    }
+    PinRequested = O.Pin.Value == Pinning::Pinned;
+  }
+  if (DeviceChanges) {
+    F.Device = Target;
+    F.Device.Origin = Loc;
+    F.Device.Via = nullptr;
+    if (Target.Value.isCPU() && !Source.Device.Value.isCPU())
+      F.Pin = {PinRequested ? Pinning::Pinned : Pinning::Pageable, Loc};
+    else if (!Target.Value.isCPU())
+      F.Pin = {};
+  } else if (Source.Pin.Value == Pinning::Pinned) {
+    // A dtype conversion allocates a new, pageable, tensor.
+    F.Pin = {};
+  }
+  F.clearPendingCopy();
+  // From a parameter's tensor that the callers may place on CUDA, the copy
+  // is pending if they do.
+  const auto *Parameter = dyn_cast_or_null<ParmVarDecl>(Source.Device.Entry);
+  bool MayBeCUDA = Source.Device.Value.mayBeCUDA();
+  if (Target.Value.isCPU() &&
+      (MayBeCUDA || (Parameter && !Source.Device.Value.isKnown())))
+    if (std::optional<bool> NonBlocking =
+            evaluateBool(argumentForParameter(Call, "non_blocking"), S))
+      if (*NonBlocking) {
+        F.PendingCopy = Call.getExprLoc();
+        F.PendingIf = MayBeCUDA ? nullptr : Parameter;
+      }
+  return F;
+}
+
+ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
+                                           llvm::StringRef Name,
+                                           const State &S) const {
+  SourceLocation Loc = Call.getExprLoc();
+  ValueFacts Source = evaluate(memberCallObject(Call), S);
+  ValueFacts F;
+  if (Name == "to")
+    return evaluateConversion(Call, Source, S);
+  if (Name == "cuda") {
+    F = Source;
+    F.Device = {DeviceValue::cuda(), Loc};
+    F.Pin = {};
+  } else if (Name == "cpu") {
+    F = Source;
+    F.clearPendingCopy();
+    if (!Source.Device.Value.isCPU())
+      F.Pin = {Pinning::Pageable, Loc};
+    F.Device = {DeviceValue::cpu(), Loc};
+  } else if (Name == "pin_memory") {
+    F = Source;
+    F.Device = {DeviceValue::cpu(), Loc};
+    F.Pin = {Pinning::Pinned, Loc};
+  } else if (Name == "detach" || Name == "detach_") {
+    F = Source;
+    F.Graph = {GraphState::NoGraph, Loc};
+    F.GraphSources.clear();
+  } else if (Name.starts_with("new_")) {
+    F.Device = {Source.Device.Value, Loc};
+    F.Device.Entry = Source.Device.Entry;
+    for (const Expr *Arg : Call.arguments())
+      if (isTensorOptionsType(Arg->getType()) && !isa<CXXDefaultArgExpr>(Arg)) {
+        ValueFacts Options = evaluateOptions(Arg, S);
+        if (Options.Device.Value.isKnown())
+          F.Device = {Options.Device.Value, Loc};
+      }
+    if (F.Device.Value.isCPU())
+      F.Pin = {Pinning::Pageable, Loc};
+    F.Graph = {GraphState::NoGraph, Loc};
+    F.MayBeZeroDim = false;
+  } else if (isTensorType(Call.getType())) {
+    // Every other tensor method computes on its receiver's device.
+    F.Device = Source.Device;
+    F.Graph = Source.Graph;
+    F.GraphSources = Source.GraphSources;
+    bool InPlace = Call.getType()->isReferenceType();
+    if (InPlace) {
+      F.Pin = Source.Pin;
+      F.PendingCopy = Source.PendingCopy;
+      F.PendingVia = Source.PendingVia;
+      F.PendingIf = Source.PendingIf;
+    } else if (isViewMethod(Name)) {
+      F.Pin = Source.Pin; // the receiver's memory
+    } else if (Source.Device.Value.isCPU()) {
+      F.Pin = {Pinning::Pageable, Loc};
+    }
+    if (Name == "requires_grad_")
+      F.Graph = {};
+    // A reduction that keeps its dimensions keeps the rank.
+    std::optional<bool> KeepDim =
+        evaluateBool(argumentForParameter(Call, "keepdim"), S);
+    F.MayBeZeroDim = keepsShape(Name) || (KeepDim && *KeepDim)
+                         ? Source.MayBeZeroDim
+                         : true;
+    if (Name == "contiguous" || Name == "clone")
+      F.Pin = Name == "clone" && Source.Device.Value.isCPU()
+                  ? Sourced<Pinning>{Pinning::Pageable, Loc}
+                  : Sourced<Pinning>{Source.Pin.Value == Pinning::Pinned
+                                         ? Pinning::Unknown
+                                         : Source.Pin.Value,
+                                     Source.Pin.Origin};
+    if (S.path().Grad == GradMode::Disabled)
+      F.Graph = {GraphState::NoGraph, Loc};
+  } else if (Call.getType()->isBooleanType() || Call.getType()->isIntegerType()) {
+    // `.item<bool>()`, `.numel()`: host scalars.
+  }
+  return F;
+}
+
+} // namespace clang::tidy::torch
