@@ -18,14 +18,18 @@
 
 namespace clang::tidy::torch {
 
-/// Tensor methods that return their receiver's storage or a same-shaped
-/// copy: the result keeps the receiver's dimensionality.
+/// Tensor methods that return their receiver's storage, a same-shaped copy,
+/// or a view of the same rank or more: the result is 0-dim only if the
+/// receiver may be.
 static bool keepsShape(llvm::StringRef Method) {
   return llvm::StringSwitch<bool>(Method)
       .Cases("to", "cuda", "cpu", "pin_memory", "contiguous", "clone", true)
       .Cases("detach", "detach_", "requires_grad_", "relu", "sigmoid", true)
       .Cases("tanh", "exp", "log", "abs", "neg", "zero_", "add_", true)
       .Cases("mul_", "sub_", "div_", "copy_", "float", "half", true)
+      .Cases("narrow", "slice", "transpose", "permute", "t", "unsqueeze", true)
+      .Cases("pow", "sqrt", "clamp", "round", "floor", "ceil", true)
+      .Cases("remainder", "square", "softmax", "log_softmax", "masked_fill", true)
       .Default(false);
 }
 

@@ -246,6 +246,16 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
     return *Own;
   };
   A.replay([&](const Stmt &S, const State &St) {
+    auto Record = [&](const Requirement *R, RequirementMatch M,
+                      SiteContext C) {
+      Violation Out;
+      Out.Kind = R;
+      Out.Analysis = &A;
+      Out.Site = &S;
+      Out.Match = std::move(M);
+      Out.Context = std::move(C);
+      Found->push_back(std::move(Out));
+    };
     std::optional<SiteContext> Here;
     auto ContextHere = [&]() -> const SiteContext & {
       if (!Here)
@@ -262,28 +272,15 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       if (V == Verdict::Violated && Found &&
           reportedByCallers(Entry, OwnSummary(), R, &S, SourceLocation()))
         continue;
-      if (V == Verdict::Violated && Found) {
-        Violation Out;
-        Out.Kind = R;
-        Out.Analysis = &A;
-        Out.Site = &S;
-        Out.Match = std::move(Match);
-        Out.Context = ContextHere();
-        Found->push_back(std::move(Out));
-      } else if (V == Verdict::Callers && Found && Entry &&
-                 Entry->CalledFromOtherTUsOnly) {
+      if (V == Verdict::Violated && Found)
+        Record(R, std::move(Match), ContextHere());
+      else if (V == Verdict::Callers && Found && Entry &&
+               Entry->CalledFromOtherTUsOnly) {
         // The callers in other TUs left this statement to this TU (see
         // below): it is judged in their joined context.
         SiteContext Composed = compose(ContextHere(), callersContext(*Entry));
-        if (R->judge(Match, Composed) == Verdict::Violated) {
-          Violation Out;
-          Out.Kind = R;
-          Out.Analysis = &A;
-          Out.Site = &S;
-          Out.Match = std::move(Match);
-          Out.Context = std::move(Composed);
-          Found->push_back(std::move(Out));
-        }
+        if (R->judge(Match, Composed) == Verdict::Violated)
+          Record(R, std::move(Match), std::move(Composed));
       } else if (V == Verdict::Callers && Found && Entry && Entry->Complete &&
                  !lifts(OwnSummary(), R, &S, SourceLocation())) {
         // The summary decided it here (it was not lifted), but this
@@ -294,15 +291,8 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
             Entry->OnlyWhereWritten
                 ? ContextHere()
                 : compose(ContextHere(), callersContext(*Entry));
-        if (R->judge(Own, Composed) == Verdict::Violated) {
-          Violation Out;
-          Out.Kind = R;
-          Out.Analysis = &A;
-          Out.Site = &S;
-          Out.Match = std::move(Own);
-          Out.Context = std::move(Composed);
-          Found->push_back(std::move(Out));
-        }
+        if (R->judge(Own, Composed) == Verdict::Violated)
+          Record(R, std::move(Own), std::move(Composed));
       } else if (V == Verdict::Callers && Lifted) {
         Obligation O;
         O.Kind = R;

@@ -310,3 +310,12 @@ void mask_from_comparison(Net &model, torch::Device device) {
   auto gate = x.sum() > 0.0;
   auto gated = model->forward(x.to(device)) * gate;
 }
+
+// A narrowed view keeps the rank: its row sums with keepdim are no scalar.
+void residual_of_narrowed_sums(Net &model, torch::Device device) {
+  model->to(device);
+  auto x = torch::randn({8, 4});
+  auto target = x.narrow(1, 0, 2).sum(1, /*keepdim=*/true);
+  auto residual = model->forward(x.to(device)) - target;
+  // CHECK-MESSAGES: :[[@LINE-1]]:48: warning: operator '-' combines 'model->forward(x.to(device))' on 'device' with 'target' on CPU{{.*}}[torch-device-mismatch]
+}
