@@ -114,8 +114,6 @@ private:
     const Expr *TrainingCall = nullptr;
     /// No backward() or step() runs in it, even through an opaque call.
     bool WithoutBackward = false;
-    /// Its own blocks (not a nested loop's) may run a backward() or step().
-    bool OwnBlocksMayTrain = false;
   };
   void computeLoops() const;
   const CFGBlock *blockOf(const Stmt &S) const;

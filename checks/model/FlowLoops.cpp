@@ -174,9 +174,7 @@ void FlowAnalysis::computeLoops() const {
           if (!Nested && !L.TrainingCall &&
               Program.callTrains(Call, TrainingCall::PerStep))
             L.TrainingCall = &Call;
-          bool Trains = Program.mayTrain(Call);
-          MayTrain |= Trains;
-          L.OwnBlocksMayTrain |= Trains && !Nested;
+          MayTrain |= Program.mayTrain(Call);
         });
       }
     }
@@ -201,11 +199,12 @@ LoopContext FlowAnalysis::loopContext(const Stmt &S) const {
   if (!Around.empty()) {
     C.Loop = Around.front()->Statement ? Around.front()->Statement->getBeginLoc()
                                        : SourceLocation();
-    // An inner loop of a training step (decoding steps, micro-batches)
-    // feeds the backward() its enclosing loop runs after it.
-    C.LoopWithoutBackward =
-        Around.front()->WithoutBackward &&
-        llvm::none_of(Around, [](const Loop *L) { return L->OwnBlocksMayTrain; });
+    // An inner loop of a training step that feeds the backward() its
+    // enclosing loop runs after it (decoding steps, micro-batches) runs
+    // forwards whose graphs that backward reaches: the program knows which
+    // (graphsBackpropagated); a validation loop inside the epoch loop is
+    // still a loop without backward.
+    C.LoopWithoutBackward = Around.front()->WithoutBackward;
   }
   // The training loop that repeats it on every iteration: the statement
   // runs on every iteration of the innermost loop, whose header runs on

@@ -363,3 +363,29 @@ double score_candidates_no_grad(std::variant<Net> candidate) {
   }
   return total;
 }
+
+// A validation loop written inside the epoch loop is still evaluation; the
+// micro-batches whose losses feed the epoch's backward() are not.
+void epochs_with_inline_validation(Net &net, torch::optim::Optimizer &opt) {
+  for (int epoch = 0; epoch < 10; ++epoch) {
+    auto loss = net->forward(torch::randn({8, 4})).sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    double val = 0;
+    for (int b = 0; b < 4; ++b)
+      val += net->forward(torch::randn({8, 4})).sum().item<double>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard{{.*}}[torch-inference-without-no-grad]
+  }
+}
+
+void epochs_with_micro_batches(Net &net, torch::optim::Optimizer &opt) {
+  for (int epoch = 0; epoch < 10; ++epoch) {
+    torch::Tensor loss = torch::zeros({});
+    for (int mb = 0; mb < 4; ++mb)
+      loss = loss + net->forward(torch::randn({8, 4})).sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+}
