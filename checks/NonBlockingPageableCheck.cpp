@@ -102,10 +102,9 @@ void NonBlockingPageableCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 void NonBlockingPageableCheck::report(const Violation &V,
                                       ProgramModel &Program) {
   const Operand &Source = V.Match.Operands[0];
-  // A helper given the tensor copies whatever it gets: the call is wrong.
-  // A copy of a part of what it gets (a field, an element) is the helper's
-  // own choice of data: the copy is.
-  bool AtCopy = V.FromCallee && Source.Storage && Source.Storage.Depth > 0;
+  // A helper copies the tensor it is given (the call is wrong), but a part
+  // of what it is given is data it chose (the copy is).
+  bool AtCopy = V.FromCallee && Source.isPart();
   SourceLocation Loc = locationOf(V, AtCopy);
   if (!firstAt(Loc))
     return;

@@ -328,14 +328,14 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           // entry tag names only the whole).
           bool Established = !Op.Facts.withoutEntries().isUnknown();
           Op.Facts = M.instantiate(Op.Facts, Resolved, St);
-          if (!Established && Op.Storage && Op.Storage.Depth > 0)
+          if (!Established && Op.isPart())
             if (Location Here = M.callerLocation(Op.Storage, Resolved))
               if (const ValueFacts *Caller = St.lookup(Here))
                 Op.Facts = *Caller;
           // An operand that is the callee's parameter is named by the
           // argument passed for it.
           if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Param);
-              P && !(Op.Storage && Op.Storage.Depth > 0))
+              P && !Op.isPart())
             if (P->getFunctionScopeIndex() < Resolved.Arguments.size())
               if (const Expr *Arg = Resolved.Arguments[P->getFunctionScopeIndex()];
                   Arg && !isa<CXXDefaultArgExpr>(Arg)) {

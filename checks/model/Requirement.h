@@ -76,6 +76,8 @@ struct Operand {
   /// a reference parameter's part): at a call, facts the callee did not
   /// establish are the caller's facts of that storage.
   Location Storage;
+  /// A field or element of a whole (a parameter, a member), not the whole.
+  bool isPart() const { return Storage && Storage.Depth > 0; }
 };
 
 enum class Verdict {
