@@ -31,6 +31,9 @@ namespace torchtidy {
 namespace {
 
 constexpr uint64_t MiB = uint64_t(1) << 20;
+/// How many times the cross-TU phase may analyse a TU again: one more than
+/// the longest chain of calls across files that it follows to the end.
+constexpr unsigned MaxCrossTURounds = 4;
 // Peak memory of one parse (docs/driver.md, "Scheduling and memory"),
 // measured on examples/ with the system bodies skipped: the PCH of
 // <torch/torch.h> is 79 MB; building it peaks at 0.57 GB, a full parse of a
@@ -243,9 +246,12 @@ private:
   }
 
   /// The second phase (CrossTU.h): the TUs that read facts of other TUs
-  /// are analysed again with the program's summaries.
+  /// are analysed again with the program's summaries. A TU analysed again
+  /// exports what it now knows (a function whose callee is in a third TU
+  /// lifts that callee's requirements; a call after such a callee hands
+  /// over its effects), so the rounds go on while what some TU reads
+  /// changes: a fixpoint over the program, at most MaxCrossTURounds deep.
   void crossTranslationUnit() {
-    CrossTUPlan Plan = planCrossTU(Results);
     // The second phase reads the program's facts from this file, through
     // the checks' `torch.Summaries` option.
     SmallString<256> File;
@@ -259,34 +265,47 @@ private:
     } else {
       Temporary.Path = std::string(File);
     }
-    if (File.empty() || !writeSummaries(*Plan.Summaries, File)) {
-      noteOnce("could not write the program's summaries to " +
-               std::string(File));
-      File.clear();
-    }
-    if (Plan.Rerun.empty() || File.empty())
-      return;
-    SummariesFile = std::string(File);
-    std::vector<std::function<void()>> Work;
-    for (size_t K = 0; K < Plan.Rerun.size(); ++K) {
-      size_t I = Plan.Rerun[K];
-      std::string Key;
-      if (!Plans[I].CacheKey.empty())
-        Key = Plans[I].CacheKey + "-x" + Plan.ReadDigests[K].substr(0, 32);
-      // Only after the TU's first-phase entry was read in this run, with
-      // every dependency checked: the second-phase entry keeps just the
-      // main file (reanalyse()), a cheap read on a warm audit.
-      if (!Key.empty() && Plans[I].Hit)
-        if (std::optional<TUResult> Hit = Cache.lookup(Key)) {
-          Hit->File = Jobs[I].File;
-          Hit->SummaryExport = std::move(Results[I].SummaryExport);
-          Results[I] = std::move(*Hit);
-          ++CrossReused;
+    // The digest of the facts each TU was last analysed with.
+    std::vector<std::string> AnalysedWith(Results.size());
+    for (unsigned Round = 0; Round < MaxCrossTURounds; ++Round) {
+      CrossTUPlan Plan = planCrossTU(Results);
+      if (File.empty() || !writeSummaries(*Plan.Summaries, File)) {
+        noteOnce("could not write the program's summaries to " +
+                 std::string(File));
+        return;
+      }
+      SummariesFile = std::string(File);
+      std::vector<std::function<void()>> Work;
+      bool FromCache = false;
+      for (size_t K = 0; K < Plan.Rerun.size(); ++K) {
+        size_t I = Plan.Rerun[K];
+        const std::string &Read = Plan.ReadDigests[K];
+        if (AnalysedWith[I] == Read)
           continue;
-        }
-      Work.push_back([this, I, Key] { reanalyse(I, Key); });
+        if (AnalysedWith[I].empty())
+          ++CrossTUs;
+        AnalysedWith[I] = Read;
+        std::string Key;
+        if (!Plans[I].CacheKey.empty())
+          Key = Plans[I].CacheKey + "-x" + Read.substr(0, 32);
+        // Only after the TU's first-phase entry was read in this run, with
+        // every dependency checked: a second-phase entry keeps just the
+        // main file (reanalyse()), a cheap read on a warm audit.
+        if (!Key.empty() && Plans[I].Hit)
+          if (std::optional<TUResult> Hit = Cache.lookup(Key)) {
+            Hit->File = Jobs[I].File;
+            Results[I] = std::move(*Hit);
+            ++CrossReused;
+            FromCache = true;
+            continue;
+          }
+        Work.push_back([this, I, Key] { reanalyse(I, Key); });
+      }
+      if (Work.empty() && !FromCache)
+        break;
+      ++CrossRounds;
+      runInParallel(Work);
     }
-    runInParallel(Work);
     SummariesFile.clear();
   }
 
@@ -305,16 +324,15 @@ private:
     TUExtras Extras;
     Extras.CollectDependencies = Audit.UseResultCache;
     Extras.SummariesPath = SummariesFile;
+    Extras.ExportSummaries = true; // for the next round
     bool WithPCH = false;
     TUResult R = parse(I, Extras, WithPCH);
     ++CrossAnalysed;
     llvm::erase_if(R.Dependencies, [&](const std::string &File) {
       return StringRef(File).starts_with(Audit.CacheDir);
     });
-    R.SummaryExport = std::move(Results[I].SummaryExport);
     if (Audit.UseResultCache && !Key.empty()) {
       TUResult Entry = R;
-      Entry.SummaryExport.clear(); // the first phase's entry has it
       auto Main = llvm::find(R.Dependencies, Jobs[I].File);
       if (Main != R.Dependencies.end())
         Entry.Dependencies = {*Main};
@@ -421,7 +439,9 @@ private:
     if (CrossAnalysed || CrossReused)
       printNote(formatv("audit: across translation units, {0} translation "
                         "unit(s) analysed again with the program's summaries "
-                        "({1} from the result cache)",
+                        "in {1} round(s), {2} time(s) in all ({3} from the "
+                        "result cache)",
+                        CrossTUs, CrossRounds,
                         unsigned(CrossAnalysed + CrossReused),
                         unsigned(CrossReused)));
   }
@@ -442,6 +462,7 @@ private:
   std::set<std::string> Noted;
   std::atomic<unsigned> Reused{0}, Analysed{0}, UsedPCH{0}, CrossAnalysed{0},
       CrossReused{0};
+  unsigned CrossTUs = 0, CrossRounds = 0;
 };
 
 } // namespace

@@ -17,6 +17,8 @@ std::string DeviceValue::describe() const {
   case Kind::Other:
     return "a non-CUDA accelerator";
   case Kind::Symbolic:
+    if (!Holder)
+      return Described ? Described : "a device variable";
     // "Whatever a function returns": the device of its result.
     if (const auto *F = dyn_cast<FunctionDecl>(Holder);
         F && !isDeviceType(F->getReturnType()))

@@ -19,7 +19,8 @@ namespace clang::tidy::torch {
 ///       a device proven on every path;
 ///   Symbolic(d): "whatever the torch::Device `d` holds", where `d` is a
 ///       variable, parameter, member or helper function whose value is not a
-///       constant. Such a variable exists to hold an accelerator.
+///       constant. Such a variable exists to hold an accelerator. One of
+///       another TU, which this TU cannot name, keeps only its description.
 ///   Unknown: anything else; the top of the lattice. Never warns.
 class DeviceValue {
 public:
@@ -41,6 +42,13 @@ public:
     V.Holder = Holder;
     return V;
   }
+  /// A device variable of another TU, as describe() named it there.
+  /// \p Described must outlive the value (an interned string).
+  static DeviceValue symbolicElsewhere(const char *Described) {
+    DeviceValue V(Kind::Symbolic);
+    V.Described = Described;
+    return V;
+  }
 
   Kind kind() const { return K; }
   bool isKnown() const { return K != Kind::Unknown; }
@@ -51,14 +59,15 @@ public:
   bool mayBeCUDA() const { return isCUDA() || isSymbolic(); }
   /// The CUDA ordinal, or -1 when unspecified (the current device).
   int ordinal() const { return Ordinal; }
-  /// The declaration holding a symbolic device.
+  /// The declaration holding a symbolic device; null for one of another TU.
   const NamedDecl *holder() const { return Holder; }
 
   /// How warnings name it: "CPU", "CUDA", "cuda:1", "'device'".
   std::string describe() const;
 
   bool operator==(const DeviceValue &O) const {
-    return K == O.K && Ordinal == O.Ordinal && Holder == O.Holder;
+    return K == O.K && Ordinal == O.Ordinal && Holder == O.Holder &&
+           Described == O.Described;
   }
   bool operator!=(const DeviceValue &O) const { return !(*this == O); }
 
@@ -68,6 +77,7 @@ private:
   Kind K = Kind::Unknown;
   int Ordinal = -1;
   const NamedDecl *Holder = nullptr;
+  const char *Described = nullptr;
 };
 
 /// The merge of two paths: equal devices stay, different ones are Unknown.

@@ -4,6 +4,7 @@
 //              "mode": SOURCED, "modeLayers", "hasParameters", "pending", "pendingIf": ENTRY,
 //              "zeroDim", "deviceUnset", "scalar", "callable"}
 //   SOURCED = {"value", "entry": ENTRY, "origin": PLACE, "via": [STEP]}
+//   DEVICE  = SOURCED with "kind", "ordinal", "holder": USR, "described"
 //   ENTRY   = {"param": N} | {"field": NAME} | {"global": USR}
 //   PLACE   = {"file", "line", "column"}, STEP = PLACE + {"callee"}
 //   LOC     = {"root": "param"|"this"|"global"|"return", ..., "path": [SEL]}
@@ -99,13 +100,16 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
       D["kind"] = "other";
       break;
     case DeviceValue::Kind::Symbolic:
-      if (const auto *P = dyn_cast<ParmVarDecl>(Dev.holder());
+      if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Dev.holder());
           P && F && P->getDeclContext() == F) {
         D["kind"] = "symbolic-param";
         D["holderParam"] = int64_t(P->getFunctionScopeIndex());
       } else {
         D["kind"] = "symbolic";
-        D["holder"] = usrOf(*Dev.holder());
+        if (Dev.holder())
+          D["holder"] = usrOf(*Dev.holder());
+        // For a TU that cannot name the holder.
+        D["described"] = Dev.describe();
       }
       break;
     }
@@ -250,9 +254,15 @@ llvm::json::Value FactWriter::location(const Location &L) const {
 
 llvm::json::Object FactWriter::obligation(const Obligation &Ob) const {
   llvm::json::Array Operands;
-  for (const Operand &Op : Ob.Site.Operands)
-    Operands.push_back(
-        llvm::json::Object{{"facts", facts(Op.Facts)}, {"name", Op.Name}});
+  for (const Operand &Op : Ob.Site.Operands) {
+    llvm::json::Object X{{"facts", facts(Op.Facts)}, {"name", Op.Name}};
+    // A part of a parameter is instantiated from the caller's part.
+    if (Op.isPart())
+      if (llvm::json::Value Where = location(Op.Storage);
+          Where.kind() != llvm::json::Value::Null)
+        X["storage"] = std::move(Where);
+    Operands.push_back(std::move(X));
+  }
   llvm::json::Object O{{"kind", Ob.Kind->name().str()},
                        {"operands", std::move(Operands)},
                        {"what", Ob.Site.What},

@@ -105,9 +105,13 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
       if (F && I && *I >= 0 && unsigned(*I) < F->getNumParams())
         V.Device.Value = DeviceValue::symbolic(F->getParamDecl(unsigned(*I)));
     } else if (Kind == "symbolic") {
+      // A device variable of another TU is still one: it may hold CUDA.
       if (const NamedDecl *Holder =
               Program.declarationOf(D->getString("holder").value_or("")))
         V.Device.Value = DeviceValue::symbolic(Holder);
+      else if (std::optional<llvm::StringRef> Described =
+                   D->getString("described"))
+        V.Device.Value = DeviceValue::symbolicElsewhere(Program.intern(*Described).data());
     }
     V.Device.Entry = entry(D->get("entry"));
     V.Device.AlsoEntry = V.Device.Entry ? entry(D->get("alsoEntry")) : nullptr;
@@ -255,6 +259,7 @@ FactReader::obligation(const llvm::json::Object &O) const {
         Operand X;
         X.Facts = facts(Op->getObject("facts"));
         X.Name = Op->getString("name").value_or("").str();
+        X.Storage = location(Op->get("storage"));
         Ob.Site.Operands.push_back(std::move(X));
       }
   Ob.Site.What = O.getString("what").value_or("").str();

@@ -248,7 +248,8 @@ public:
                        const CallStep *Next);
   /// How notes name a callee: "'render()'".
   std::string calleeName(const FunctionDecl &F) const;
-  /// A copy of \p S that lives as long as the model.
+  /// A copy of \p S that lives as long as the model, null-terminated; equal
+  /// texts share one copy.
   llvm::StringRef intern(llvm::StringRef S) { return Strings.save(S); }
 
 private:
