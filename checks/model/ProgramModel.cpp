@@ -170,6 +170,12 @@ State ProgramModel::parametricEntry(const FunctionDecl &Function) {
 
 std::unique_ptr<FlowAnalysis> ProgramModel::analyse(const FunctionDecl &Function,
                                                     State Entry) {
+  // A cycle of classes and methods in a large template library (toml++)
+  // is analysed again at each visit, and its analyses are not kept: past
+  // the budget, a function is not analysed (its calls are opaque).
+  if (AnalysesRun >= MaxAnalysesPerTU)
+    return nullptr;
+  ++AnalysesRun;
   return FlowAnalysis::run(Function, *this, std::move(Entry));
 }
 
@@ -236,7 +242,7 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
   const FunctionDecl *Canonical = F.getCanonicalDecl();
   auto It = Summaries.find(Canonical);
   if (It != Summaries.end())
-    return It->second ? &*It->second : nullptr;
+    return It->second.get();
   if (InProgress.contains(Canonical) || Depth >= MaxSummaryDepth)
     return nullptr; // not cached: the outer computation decides
   if (const auto *Method = dyn_cast<CXXMethodDecl>(Canonical);
@@ -264,8 +270,9 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
     return TransientSummaries.back().get();
   }
   auto &Slot = Summaries[Canonical];
-  Slot = std::move(Result);
-  return Slot ? &*Slot : nullptr;
+  Slot = Result ? std::make_unique<FunctionSummary>(std::move(*Result))
+                : nullptr;
+  return Slot.get();
 }
 
 const FunctionSummary *ProgramModel::summaryForCall(const Expr &E) {

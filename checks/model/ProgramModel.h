@@ -40,6 +40,7 @@
 #include "llvm/Support/StringSaver.h"
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace clang::tidy::torch {
@@ -280,13 +281,20 @@ private:
 
   llvm::DenseMap<const FunctionDecl *, std::unique_ptr<FlowAnalysis>>
       SummaryAnalyses, ContextAnalyses;
-  llvm::DenseMap<const FunctionDecl *, std::optional<FunctionSummary>>
-      Summaries;
+  // The maps below whose values are handed out by reference or pointer
+  // keep them at a fixed address: a computation that holds one computes
+  // more, and a DenseMap moves its values when it grows.
+  llvm::DenseMap<const FunctionDecl *, std::unique_ptr<FunctionSummary>>
+      Summaries; // null: no summary
   llvm::DenseSet<const FunctionDecl *> InProgress, AnalysesUnderWay;
   unsigned Depth = 0;
+  /// Function analyses run in this TU; a realistic TU runs tens to
+  /// hundreds.
+  unsigned AnalysesRun = 0;
+  static constexpr unsigned MaxAnalysesPerTU = 4000;
   llvm::DenseMap<const FunctionDecl *, std::unique_ptr<EntryContext>> Contexts;
   llvm::DenseSet<const FunctionDecl *> ContextsInProgress;
-  llvm::DenseMap<const Decl *, std::vector<Violation>> Violations;
+  std::unordered_map<const Decl *, std::vector<Violation>> Violations;
   llvm::DenseMap<const VarDecl *, std::unique_ptr<FlowAnalysis>> Initializers;
   llvm::DenseMap<const CXXRecordDecl *, std::unique_ptr<ClassState>> Classes;
   llvm::SmallVector<const CXXRecordDecl *, 2> Building;
@@ -304,14 +312,14 @@ private:
   std::vector<std::unique_ptr<FunctionSummary>> TransientSummaries;
   std::vector<std::unique_ptr<EntryContext>> TransientContexts;
   llvm::DenseMap<const VarDecl *, std::optional<ValueFacts>> Globals;
-  llvm::DenseMap<const Type *, ModuleClassFacts> ModuleClasses;
+  std::unordered_map<const Type *, ModuleClassFacts> ModuleClasses;
   std::optional<llvm::StringMap<const NamedDecl *>> DeclarationsByUSR;
   bool ForeignWritesFound = false;
   llvm::DenseSet<const FieldDecl *> ForeignWrites;
   llvm::DenseMap<const Decl *, std::unique_ptr<ParentMap>> ParentMaps;
   std::optional<llvm::DenseSet<const Stmt *>> Backpropagated;
-  llvm::DenseMap<const FunctionDecl *, llvm::DenseSet<const Stmt *>> Returned,
-      Kept;
+  std::unordered_map<const FunctionDecl *, llvm::DenseSet<const Stmt *>>
+      Returned, Kept;
   std::optional<std::pair<int64_t, const Expr *>> LargestCount;
 
   llvm::BumpPtrAllocator Arena;
