@@ -44,7 +44,9 @@ public:
   Verdict judge(const RequirementMatch &M, const SiteContext &C) const override {
     const ValueFacts &Acc = M.Operands[0].Facts;
     const ValueFacts &Value = M.Operands[1].Facts;
-    if (C.Path.Grad == GradMode::Disabled)
+    // With autograd off, or on or off by a value the model does not know,
+    // nothing proves a graph.
+    if (C.Path.Grad == GradMode::Disabled || C.Path.Grad == GradMode::Unknown)
       return Verdict::Holds;
     bool InGraph = Value.Graph.Value == GraphState::InGraph;
     if (!InGraph && !isParameterEntry(Value.Graph))

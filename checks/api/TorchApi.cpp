@@ -273,6 +273,18 @@ bool isViewMethod(llvm::StringRef Method) {
       .Default(false);
 }
 
+bool returnsNoGraph(llvm::StringRef Name) {
+  return llvm::StringSwitch<bool>(Name)
+      .Cases("argmax", "argmin", "argsort", "argwhere", "nonzero", true)
+      .Cases("eq", "ne", "gt", "lt", "ge", "le", true)
+      .Cases("greater", "less", "equal", "not_equal", "isclose", true)
+      .Cases("isnan", "isinf", "isfinite", "isneginf", "isposinf", true)
+      .Cases("logical_and", "logical_or", "logical_not", "logical_xor", true)
+      .Cases("any", "all", "count_nonzero", "bucketize", "searchsorted", true)
+      .Cases("bincount", "histc", "one_hot", "sign", "signbit", true)
+      .Default(false);
+}
+
 bool isDataIteratorType(QualType T) {
   const auto *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
   return RD && templateOrRecordName(RD) == "torch::data::Iterator";

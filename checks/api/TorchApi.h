@@ -108,6 +108,10 @@ bool isDataExampleType(QualType T);
 /// Tensor methods that return a view of their receiver's storage (`slice`,
 /// `narrow`, `view`, `transpose`, ...): the memory stays where it was.
 bool isViewMethod(llvm::StringRef Method);
+/// Tensor functions and methods whose result has no autograd graph
+/// whatever their inputs: indices, booleans and counts (`argmax`, `eq`,
+/// `isnan`, `nonzero`, ...).
+bool returnsNoGraph(llvm::StringRef Name);
 
 /// `torch::data::Iterator<Batch>`: a data loader's iterator.
 bool isDataIteratorType(QualType T);

@@ -367,7 +367,8 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         F.Device.Origin = Call.getExprLoc();
         F.Device.Via = nullptr;
       } else if (Action == "load") {
-        return; // loads onto the devices it saved: nothing changes
+        // Each parameter takes the device it was saved from: unknown here.
+        F.Device = {};
       }
     } else {
       std::optional<bool> On =

@@ -135,7 +135,9 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       return *External;
     }
     if (Escapes) {
+      // Called from where no one sees: autograd may be on or off there.
       C.Root = false;
+      C.Entry.path().Grad = GradMode::Unknown;
       return C;
     }
     // No caller: the program starts here, unless the whole program (an

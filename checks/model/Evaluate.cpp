@@ -338,6 +338,10 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
               if (!F.Device.Value.isKnown() && Elements->Device.Value.isKnown())
                 F.Device = {Elements->Device.Value, Loc};
             }
+      if (FD->getIdentifier() && returnsNoGraph(FD->getName())) {
+        F.Graph = {GraphState::NoGraph, Call.getExprLoc()};
+        F.GraphSources.clear();
+      }
       if (isLossFunction(*FD) && F.Graph.Value == GraphState::Unknown &&
           S.path().Grad != GradMode::Disabled)
         F.Graph = {GraphState::InGraph, Loc};

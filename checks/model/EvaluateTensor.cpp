@@ -263,8 +263,11 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
                                          ? Pinning::Unknown
                                          : Source.Pin.Value,
                                      Source.Pin.Origin};
-    if (S.path().Grad == GradMode::Disabled)
+    if (S.path().Grad == GradMode::Disabled || returnsNoGraph(Name)) {
       F.Graph = {GraphState::NoGraph, Loc};
+      if (returnsNoGraph(Name))
+        F.GraphSources.clear();
+    }
   } else if (Call.getType()->isBooleanType() || Call.getType()->isIntegerType()) {
     // `.item<bool>()`, `.numel()`: host scalars.
   }

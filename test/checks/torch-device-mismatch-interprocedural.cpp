@@ -671,3 +671,14 @@ void mask_frame(torch::Device device, bool masked) {
     pixels = pixels * *f.mask;
   // CHECK-MESSAGES: :[[@LINE-1]]:21: warning: operator '*' combines 'pixels' on 'device' with '*f.mask' on CPU (from 'read_frame()' {{.*}}[torch-device-mismatch]
 }
+
+// torch::load without a device gives each parameter the device it was saved
+// from: the module's device is unknown, not the CPU it was built on.
+void load_saved_then_run(const std::string &path, torch::Device device) {
+  Loaded model;
+  torch::load(model, path);
+  model->forward(torch::randn({2, 4}, device));
+  Loaded built;
+  built->forward(torch::randn({2, 4}, device));
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'built' has its parameters on CPU {{.*}}[torch-device-mismatch]
+}

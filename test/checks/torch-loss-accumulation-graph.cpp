@@ -322,3 +322,38 @@ void running_sums_by_name_detached(Net &net, std::map<std::string, torch::Tensor
     slot->second += loss.detach();
   }
 }
+
+// Indices and comparisons of a graph's tensors carry no graph: keeping the
+// predictions of every step holds no activations.
+void keep_predictions(Net &model, torch::optim::SGD &opt) {
+  std::vector<torch::Tensor> guesses, hits, scores;
+  for (int step = 0; step < 100; ++step) {
+    auto logits = model->forward(torch::randn({8, 4}));
+    auto loss = logits.sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    guesses.push_back(logits.argmax(1));
+    hits.push_back(logits.eq(logits));
+    scores.push_back(logits);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'logits' is still attached to its autograd graph {{.*}}[torch-loss-accumulation-graph]
+  }
+}
+
+// A virtual method may be called through its base from code no one sees:
+// its grad mode is unknown, and its visible callers decide what they pass.
+struct MeterBase {
+  virtual ~MeterBase() = default;
+  virtual void update(const torch::Tensor &out) = 0;
+};
+struct LossMeter final : MeterBase {
+  void update(const torch::Tensor &out) override {
+    sum_ += torch::nn::functional::mse_loss(out, torch::zeros({8, 2}));
+  }
+  torch::Tensor sum_ = torch::zeros({});
+};
+void validate_with_meter(Net &net, LossMeter &meter) {
+  torch::NoGradGuard no_grad;
+  for (int b = 0; b < 10; ++b)
+    meter.update(net->forward(torch::randn({8, 4})));
+}
