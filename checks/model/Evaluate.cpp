@@ -42,6 +42,28 @@ static const FunctionDecl *callableExpression(const Expr &E) {
   return nullptr;
 }
 
+/// The pointer \p E dereferences: `*p` for a raw or smart pointer.
+static const Expr *dereferencedPointer(const Expr &E) {
+  if (const auto *UO = dyn_cast<UnaryOperator>(&E);
+      UO && UO->getOpcode() == UO_Deref)
+    return UO->getSubExpr()->IgnoreParenImpCasts();
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&E);
+      Op && Op->getOperator() == OO_Star && Op->getNumArgs() == 1)
+    return Op->getArg(0)->IgnoreParenImpCasts();
+  return nullptr;
+}
+
+/// The variable, member or global that \p E names, if it names one.
+static const NamedDecl *declarationNamed(const Expr &E) {
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(&E))
+    return isa<VarDecl>(Ref->getDecl()) ? Ref->getDecl() : nullptr;
+  if (const auto *Member = dyn_cast<MemberExpr>(&E))
+    return isa<FieldDecl, VarDecl>(Member->getMemberDecl())
+               ? Member->getMemberDecl()
+               : nullptr;
+  return nullptr;
+}
+
 /// `*it` or `it->` on a torch::data loader's iterator.
 static bool derefsLoaderIterator(const Expr *E) {
   const auto *Op = dyn_cast<CXXOperatorCallExpr>(E->IgnoreParenImpCasts());
@@ -140,6 +162,23 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
     F.Device = evaluateDeviceSpec(E, S);
     return F;
   }
+  if (isDeviceType(E->getType()))
+    if (const Expr *Pointer = dereferencedPointer(*E)) {
+      // `&d`: the variable itself.
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(Pointer))
+        if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+            Var && Var->getType()->isPointerType() && Var->getInit())
+          if (const auto *Address = dyn_cast<UnaryOperator>(
+                  Var->getInit()->IgnoreParenImpCasts());
+              Address && Address->getOpcode() == UO_AddrOf)
+            return evaluate(Address->getSubExpr(), S);
+      // A torch::Device held by pointer (`Device *`, `shared_ptr<Device>`),
+      // like one held by value: a device variable.
+      if (const NamedDecl *Holder = declarationNamed(*Pointer)) {
+        F.Device = {DeviceValue::symbolic(Holder), E->getBeginLoc()};
+        return F;
+      }
+    }
   if (isTensorOptionsType(E->getType()))
     return evaluateOptions(E, S);
   if (const auto *BO = dyn_cast<BinaryOperator>(E)) {

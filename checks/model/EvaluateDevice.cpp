@@ -80,7 +80,8 @@ ValueFacts FlowModel::evaluateOptions(const Expr *E, const State &S) const {
     // A TensorOptions variable, or `torch::device(...)`, or a plain device.
     if (Location L = locationOf(Stripped))
       return evaluateLocation(*Stripped, L, S);
-    if (const auto *Free = dyn_cast<CallExpr>(Stripped)) {
+    if (const auto *Free = dyn_cast<CallExpr>(Stripped);
+        Free && !isDeviceType(Stripped->getType())) {
       // torch::device(d), torch::dtype(t), torch::requires_grad(): a fresh
       // options value with one property set.
       const FunctionDecl *FD = Free->getDirectCallee();

@@ -332,3 +332,43 @@ void sync_before_the_loop(Net &model, torch::optim::Optimizer &optimizer) {
     optimizer.step();
   }
 }
+
+// A torch::Device held by pointer is a device variable like one held by
+// value; a pointer to a known device is that device.
+#include <memory>
+struct PointerTrainer {
+  torch::Device *device = nullptr;
+  std::shared_ptr<torch::Device> shared;
+  Net model;
+  void fit(torch::optim::SGD &opt) {
+    for (int i = 0; i < 100; ++i) {
+      auto loss = model->forward(torch::randn({2, 4}).to(*device)).sum();
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      std::cout << loss.item<double>();
+      // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+    }
+  }
+  void fit_shared(torch::optim::SGD &opt) {
+    for (int i = 0; i < 100; ++i) {
+      auto loss = model->forward(torch::randn({2, 4}).to(*shared)).sum();
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      std::cout << loss.item<double>();
+      // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step where 'shared' is CUDA{{.*}}[torch-host-sync-in-loop]
+    }
+  }
+};
+void fit_on_host(Net &model, torch::optim::SGD &opt) {
+  torch::Device host(torch::kCPU);
+  torch::Device *where = &host;
+  for (int i = 0; i < 100; ++i) {
+    auto loss = model->forward(torch::randn({2, 4}, *where)).sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    std::cout << loss.item<double>();
+  }
+}
