@@ -149,7 +149,11 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
   if (const auto *Cond = dyn_cast<ConditionalOperator>(E))
     return joinFacts(evaluate(Cond->getTrueExpr(), S),
                      evaluate(Cond->getFalseExpr(), S));
-  if (Location L = locationOf(E))
+  // A call that returns the caller's storage is that storage for its parts;
+  // its value is what its summary returns.
+  if (Location L = locationOf(E); L && !isa<CallExpr>(E))
+    return evaluateLocation(*E, L, S);
+  else if (L && !Program.summaryForCall(*E))
     return evaluateLocation(*E, L, S);
   if (SourceLocation Batch = loaderBatchOrigin(*E, Ctx); Batch.isValid())
     return loaderBatchFacts(Batch);

@@ -294,10 +294,14 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
   }
   for (const Obligation &O : S.Obligations)
     Obligations.push_back(obligation(O));
+  llvm::json::Value ReturnedStorage = nullptr;
+  if (S.ReturnedStorage)
+    ReturnedStorage = location(S.ReturnedStorage);
   return llvm::json::Object{
       {"name", F ? F->getQualifiedNameAsString() : ""},
       {"known", S.Known},
       {"returns", Effects(S.Returns)},
+      {"returnedStorage", std::move(ReturnedStorage)},
       {"effects", Effects(S.Effects)},
       {"clobbers", std::move(Clobbers)},
       {"exitGrad", nameOf(S.ExitGrad, GradNames)},

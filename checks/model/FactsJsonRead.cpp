@@ -286,6 +286,7 @@ FactReader::summary(const llvm::json::Object &O) const {
             Out.push_back({L, facts(E->getObject("facts"))});
   };
   Effects(O.getArray("returns"), S.Returns);
+  S.ReturnedStorage = location(O.get("returnedStorage"));
   Effects(O.getArray("effects"), S.Effects);
   if (const llvm::json::Array *Clobbers = O.getArray("clobbers"))
     for (const llvm::json::Value &V : *Clobbers)

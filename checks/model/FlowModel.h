@@ -79,6 +79,10 @@ public:
   /// The element an iterator variable (`it`, or std::array's pointer)
   /// stands at: the elements of the container it walks.
   Location iteratedElement(const Expr *Iterator) const;
+  /// The caller's storage that a call returns (a getter of a member, a
+  /// function returning its reference parameter), when its summary says
+  /// which; null otherwise.
+  Location returnedStorageAt(const CallExpr &Call) const;
   /// The facts of the value \p E computes, in state \p S.
   ValueFacts evaluate(const Expr *E, const State &S) const;
   /// The device a device-like expression (Device, DeviceType, string,

@@ -441,6 +441,22 @@ static bool isVisibleToCaller(const Location &L, const FunctionDecl &F) {
   }
 }
 
+/// The caller's storage that \p Returned names: a member of `*this`, a
+/// part of a parameter, a reference parameter; null for anything else.
+static Location returnedStorage(const FunctionDecl &F, const FlowModel &M,
+                                const Expr &Returned) {
+  Location L = M.locationOf(&Returned);
+  if (L.Kind == Location::This)
+    return L;
+  if (const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
+      L.Kind == Location::Local && P && P->getDeclContext() == &F &&
+      (L.Depth > 0 ? P->getType()->isReferenceType() ||
+                         P->getType()->isPointerType()
+                   : P->getType()->isReferenceType()))
+    return L;
+  return {};
+}
+
 FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
                                            const FlowAnalysis &A) {
   FunctionSummary S;
@@ -448,10 +464,13 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
   const FlowModel &M = A.model();
   bool SawReturn = false;
   std::vector<SummaryEffect> Returns;
+  std::optional<Location> Storage;
   A.replay([&](const Stmt &St, const State &Before) {
     const auto *Ret = dyn_cast<ReturnStmt>(&St);
     if (!Ret || !Ret->getRetValue())
       return;
+    Location Returned = returnedStorage(F, M, *Ret->getRetValue());
+    Storage = !Storage || *Storage == Returned ? Returned : Location();
     // The returned value and its parts, as a local copy would hold them.
     State Copy = Before;
     Location Slot = Location::returned();
@@ -482,6 +501,8 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     }
     SawReturn = true;
   });
+  if (Storage)
+    S.ReturnedStorage = *Storage;
   // A device the callee keeps in a local is "whatever it returns".
   for (SummaryEffect &R : Returns) {
     if (R.Where.Depth == 0 && R.Exit.Device.Value.isSymbolic())

@@ -230,7 +230,7 @@ Location FlowModel::locationOf(const Expr *E) const {
     // `net.ptr()`, `net.get()`: the same module.
     if ((Name == "ptr" || Name == "get") && isModuleHandleType(ObjectType))
       return locationOf(Object);
-    return {};
+    return returnedStorageAt(*Call);
   }
 
   if (const auto *Call = dyn_cast<CallExpr>(E)) {
@@ -238,7 +238,7 @@ Location FlowModel::locationOf(const Expr *E) const {
     const FunctionDecl *FD = Call->getDirectCallee();
     if (!FD || !FD->isInStdNamespace() || !FD->getIdentifier() ||
         FD->getName() != "get" || Call->getNumArgs() != 1)
-      return {};
+      return returnedStorageAt(*Call);
     const TemplateArgumentList *Args = FD->getTemplateSpecializationArgs();
     if (!Args || Args->size() < 1 ||
         (*Args)[0].getKind() != TemplateArgument::Integral)
@@ -252,6 +252,22 @@ Location FlowModel::locationOf(const Expr *E) const {
     return Tuple.child(Selector::tupleElement(Index));
   }
   return {};
+}
+
+Location FlowModel::returnedStorageAt(const CallExpr &Call) const {
+  const FunctionDecl *Callee = Call.getDirectCallee();
+  if (!Callee || isLibraryFunction(*Callee))
+    return {};
+  // A reference names the storage; a copy from a const method holds what
+  // it held.
+  const auto *Method = dyn_cast<CXXMethodDecl>(Callee);
+  if (!Callee->getReturnType()->isReferenceType() &&
+      !(Method && Method->isConst()))
+    return {};
+  const FunctionSummary *S = Program.summaryForCall(Call);
+  if (!S || !S->ReturnedStorage)
+    return {};
+  return callerLocation(S->ReturnedStorage, resolve(Call));
 }
 
 bool FlowModel::isOutsidePaths(const Expr &E) const {

@@ -40,6 +40,10 @@ struct FunctionSummary {
   bool Known = false;
   /// The returned value and its parts (Location::returned() roots).
   std::vector<SummaryEffect> Returns;
+  /// What every return returns, when it is storage of the caller's: a
+  /// member of `*this`, a parameter's part, a reference parameter (a getter
+  /// returns `batches_`; `return *this;`).
+  Location ReturnedStorage;
   std::vector<SummaryEffect> Effects;
   /// Locations the function may change in ways the summary does not prove:
   /// the caller forgets them.

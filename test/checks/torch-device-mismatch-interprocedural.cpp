@@ -682,3 +682,29 @@ void load_saved_then_run(const std::string &path, torch::Device device) {
   built->forward(torch::randn({2, 4}, device));
   // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'built' has its parameters on CPU {{.*}}[torch-device-mismatch]
 }
+
+// A getter that returns a member container by reference names the member:
+// its elements' fields are what the constructor put there.
+struct TokenBatch {
+  torch::Tensor inputs;
+  torch::Tensor targets;
+};
+class BatchStore {
+public:
+  BatchStore() { batches_.push_back({torch::randn({2, 4}), torch::randn({2, 2})}); }
+  const std::vector<TokenBatch> &batches() const { return batches_; }
+  std::vector<TokenBatch> &mutable_batches() { return batches_; }
+
+private:
+  std::vector<TokenBatch> batches_;
+};
+void train_from_store(torch::Device device) {
+  Loaded model;
+  model->to(device);
+  BatchStore store;
+  model->forward(store.batches()[0].inputs);
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'model' has its parameters on 'device' but is called with 'store.batches()[0].inputs' on CPU (from 'BatchStore' {{.*}}[torch-device-mismatch]
+  for (auto &b : store.mutable_batches())
+    b.inputs = b.inputs.to(device);
+  model->forward(store.batches()[0].inputs);
+}

@@ -221,7 +221,7 @@ private:
 void replay_records(const std::vector<Record> &subset, torch::Device device) {
   for (const auto &r : subset) {
     auto x = r.features.to(device, /*non_blocking=*/true);
-    // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: non_blocking copy of 'r.features' (from 'records()' {{.*}}) to 'device' (CUDA on a machine with a GPU) from pageable memory {{.*}}[torch-non-blocking-pageable]
+    // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: non_blocking copy of 'r.features' (from 'RecordSet' {{.*}}) to 'device' (CUDA on a machine with a GPU) from pageable memory {{.*}}[torch-non-blocking-pageable]
     auto y = r.label.to(device);
   }
 }
