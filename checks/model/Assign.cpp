@@ -251,6 +251,13 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
         List = dyn_cast<InitListExpr>(Std->getSubExpr()->IgnoreImplicit());
     if (!List)
       List = dyn_cast<InitListExpr>(Stripped);
+    // `std::array<T, N> a{x, y}`: an aggregate whose one member, a built-in
+    // array, takes the elements.
+    if (List && List->getNumInits() == 1)
+      if (const auto *Inner = dyn_cast<InitListExpr>(
+              List->getInit(0)->IgnoreImplicit());
+          Inner && Inner->getType()->isArrayType())
+        List = Inner;
     if (List) {
       ValueFacts Joined;
       Joined.Empty = true;

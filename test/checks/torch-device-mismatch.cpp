@@ -319,3 +319,18 @@ void residual_of_narrowed_sums(Net &model, torch::Device device) {
   auto residual = model->forward(x.to(device)) - target;
   // CHECK-MESSAGES: :[[@LINE-1]]:48: warning: operator '-' combines 'model->forward(x.to(device))' on 'device' with 'target' on CPU{{.*}}[torch-device-mismatch]
 }
+
+// A std::array built by braces holds what the braces put there.
+#include <array>
+std::array<torch::Tensor, 2> host_pair() { return {torch::randn({2, 4}), torch::randn({2, 4})}; }
+void compare_with_array(torch::Device device) {
+  auto sr = torch::randn({2, 4}, device);
+  std::array<torch::Tensor, 2> local{torch::randn({2, 4}), torch::randn({2, 4})};
+  auto a = torch::mse_loss(sr, local[0]);
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::mse_loss' combines 'sr' on 'device' with 'local[0]' on CPU{{.*}}[torch-device-mismatch]
+  auto levels = host_pair();
+  auto b = torch::mse_loss(sr, levels[1]);
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::mse_loss' combines 'sr' on 'device' with 'levels[1]' on CPU (from 'host_pair()'{{.*}}[torch-device-mismatch]
+  std::array<torch::Tensor, 2> moved{local[0].to(device), local[1].to(device)};
+  auto c = torch::mse_loss(sr, moved[0]);
+}
