@@ -300,6 +300,11 @@ ValueFacts FlowModel::evaluateConstruction(const CXXConstructExpr &E,
       F.Empty = true;
       return F;
     }
+    // `Net(std::shared_ptr<NetImpl>)`: a holder of a module that exists.
+    if (E.getNumArgs() == 1 && isModuleHandleType(E.getArg(0)->getType()) &&
+        E.getArg(0)->getType()->getAsCXXRecordDecl() &&
+        !E.getConstructor()->isCopyOrMoveConstructor())
+      return evaluate(E.getArg(0), S);
     if (!Class.ConstructorMoves)
       F.Device = {DeviceValue::cpu(), E.getExprLoc()};
     F.HasParameters = Class.HasParameters;

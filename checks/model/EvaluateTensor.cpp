@@ -33,6 +33,27 @@ static bool keepsShape(llvm::StringRef Method) {
       .Default(false);
 }
 
+/// Tensor methods whose first argument is the result's shape.
+static bool spellsShape(llvm::StringRef Method) {
+  return llvm::StringSwitch<bool>(Method)
+      .Cases("view", "reshape", "expand", "repeat", "new_zeros", true)
+      .Cases("new_ones", "new_empty", "new_full", true)
+      .Default(false);
+}
+
+/// The number of dimensions a braced shape spells (`{1, 3, 1, 1}`: 4); 0
+/// when it is not spelled.
+static unsigned spelledRank(const Expr *Shape) {
+  const Expr *E = stripConversions(Shape);
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+      Construct && Construct->getNumArgs() == 1)
+    E = stripConversions(Construct->getArg(0));
+  if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(E))
+    E = stripConversions(Std->getSubExpr());
+  const auto *List = dyn_cast<InitListExpr>(E);
+  return List ? List->getNumInits() : 0;
+}
+
 ValueFacts FlowModel::evaluateOperator(const Expr &E,
                                        llvm::ArrayRef<const Expr *> Ops,
                                        const State &S) const {
@@ -256,6 +277,10 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     F.MayBeZeroDim = keepsShape(Name) || (KeepDim && *KeepDim)
                          ? Source.MayBeZeroDim
                          : true;
+    // `.view({1, 3, 1, 1})`: a spelled shape of one or more dimensions.
+    if (Call.getNumArgs() >= 1 && spellsShape(Name) &&
+        spelledRank(Call.getArg(0)) > 0)
+      F.MayBeZeroDim = false;
     if (Name == "contiguous" || Name == "clone")
       F.Pin = Name == "clone" && Source.Device.Value.isCPU()
                   ? Sourced<Pinning>{Pinning::Pageable, Loc}

@@ -708,3 +708,15 @@ void train_from_store(torch::Device device) {
     b.inputs = b.inputs.to(device);
   model->forward(store.batches()[0].inputs);
 }
+
+// A holder built from a module that exists (a typed clone) holds that
+// module: a clone keeps the device of what it copies.
+void keep_best(torch::Device device) {
+  Loaded net;
+  net->to(device);
+  Loaded best = std::dynamic_pointer_cast<LoadedImpl>(net->clone());
+  best->forward(torch::randn({2, 4}, device));
+  Loaded fresh;
+  fresh->forward(torch::randn({2, 4}, device));
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'fresh' has its parameters on CPU {{.*}}[torch-device-mismatch]
+}

@@ -334,3 +334,15 @@ void compare_with_array(torch::Device device) {
   std::array<torch::Tensor, 2> moved{local[0].to(device), local[1].to(device)};
   auto c = torch::mse_loss(sr, moved[0]);
 }
+
+// A host constant reshaped to a spelled shape is no 0-dim scalar: the
+// normalisation constants must be on the batch's device.
+void normalise(torch::Device device) {
+  auto batch = torch::randn({4, 3, 8, 8}).to(device);
+  auto mean = torch::tensor({0.485, 0.456, 0.406}).view({1, 3, 1, 1});
+  auto centred = batch - mean;
+  // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: operator '-' combines 'batch' on 'device' with 'mean' on CPU{{.*}}[torch-device-mismatch]
+  auto scale = torch::tensor(0.5);
+  auto scaled = batch * scale;
+  auto moved = batch - mean.to(device);
+}
