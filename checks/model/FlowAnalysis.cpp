@@ -237,7 +237,10 @@ void FlowAnalysis::runBlock(const CFGBlock &Block, State &St,
       walk(Value, /*IsElement=*/true, St, Visit);
       Model.initializeMember(*I, St);
     } else if (auto Dtor = El.getAs<CFGAutomaticObjDtor>()) {
+      // Scope ends after the statements that may throw: an exception left
+      // before it (a guard's destructor runs in the handler's path).
       Model.transferDestructor(*Dtor->getVarDecl(), St);
+      LastMayThrow = false;
     }
   }
   if (Thrown && LastMayThrow)
