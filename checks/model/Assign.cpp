@@ -219,6 +219,16 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
         St.copyTree(From, L);
         return;
       }
+    // `net->parameters()`, `net->buffers()`: tensors on the module's device.
+    if (const auto *Call = dyn_cast_or_null<CallExpr>(Stripped))
+      for (llvm::StringRef Method : {"parameters", "buffers"})
+        if (const Expr *Module = moduleMethodCallReceiver(*Call, Method)) {
+          ValueFacts Element;
+          Element.Device = evaluate(Module, St).Device;
+          St.forgetTree(L);
+          St.set(Elements, Element);
+          return;
+        }
     const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Stripped);
     if (!Stripped || (Construct && Construct->getNumArgs() == 0)) {
       ValueFacts Nothing;

@@ -135,6 +135,15 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
     }
   if (SourceLocation Batch = loaderBatchOrigin(E, Ctx); Batch.isValid())
     return loaderBatchFacts(Batch);
+  // A LibTorch module's tensor member (`linear->weight`) is one of its
+  // registered parameters or buffers: it moves with the module. (A user
+  // module's plain tensor member moves only if it registered it.)
+  if (const FieldDecl *Field = L.Depth ? L.last().asField() : nullptr;
+      Field && isTensorType(Field->getType()) &&
+      isSystemHeaderDecl(*Field, Ctx.getSourceManager()) &&
+      isModuleHandleType(Ctx.getRecordType(Field->getParent())))
+    if (const ValueFacts *Module = S.lookup(L.parent()))
+      F.Device = {Module->Device.Value, Module->Device.Origin};
   return F;
 }
 

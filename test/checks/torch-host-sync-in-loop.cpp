@@ -372,3 +372,34 @@ void fit_on_host(Net &model, torch::optim::SGD &opt) {
     std::cout << loss.item<double>();
   }
 }
+
+// A module's parameters, and a LibTorch module's weight, are where the
+// module is: a gradient norm read every step syncs.
+double grad_norm(torch::nn::Linear &net) {
+  auto total = torch::zeros({}, net->weight.device());
+  for (auto &p : net->parameters())
+    total = total + p.grad().pow(2).sum();
+  return total.item<double>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:16: warning: 'total.item<double>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+}
+void train_with_norms(torch::Device device) {
+  torch::nn::Linear net(4, 2);
+  net->to(device);
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  double s = 0;
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    net->forward(torch::randn({8, 4}, device)).sum().backward();
+    s += grad_norm(net);
+    if (i % 10 == 0)
+      s += net->weight.grad().sum().item<double>();
+    opt.step();
+  }
+  torch::nn::Linear host(4, 2);
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    host->forward(torch::randn({8, 4})).sum().backward();
+    s += host->weight.grad().sum().item<double>();
+    opt.step();
+  }
+}

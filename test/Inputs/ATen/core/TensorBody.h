@@ -87,6 +87,7 @@ public:
   Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor mean() const;
   Tensor abs() const;
+  Tensor pow(double exponent) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor relu() const;
   Tensor sigmoid() const;
