@@ -209,6 +209,17 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
     return evaluateModuleCall(*E, MC, S);
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
     switch (Op->getOperator()) {
+    case OO_Subscript:
+      // `t[i]`: a view of the receiver (its device, memory, graph), one
+      // dimension less.
+      if (Op->getNumArgs() == 2 && isTensorType(Op->getType()) &&
+          isTensorType(Op->getArg(0)->getType())) {
+        F = evaluate(Op->getArg(0), S);
+        F.MayBeZeroDim = true;
+        F.Empty = false;
+        return F;
+      }
+      return F;
     case OO_Plus:
     case OO_Minus:
     case OO_Star:

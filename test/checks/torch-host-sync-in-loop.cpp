@@ -403,3 +403,15 @@ void train_with_norms(torch::Device device) {
     opt.step();
   }
 }
+
+// An element of a tensor (`out[0]`) is a view of it: on its device.
+void first_image_to_host(torch::Device device, Net &net, torch::optim::SGD &opt) {
+  for (int i = 0; i < 10; ++i) {
+    auto out = net->forward(torch::randn({2, 4}, device));
+    opt.zero_grad();
+    out.sum().backward();
+    opt.step();
+    auto image = out[0].to(torch::kCPU);
+    // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: 'out[0].to(torch::kCPU)' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+  }
+}

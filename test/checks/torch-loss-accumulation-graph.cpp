@@ -357,3 +357,17 @@ void validate_with_meter(Net &net, LossMeter &meter) {
   for (int b = 0; b < 10; ++b)
     meter.update(net->forward(torch::randn({8, 4})));
 }
+
+// An element of a tensor keeps its graph.
+void keep_first_samples(Net &model, torch::optim::SGD &opt) {
+  std::vector<torch::Tensor> samples;
+  for (int step = 0; step < 100; ++step) {
+    auto fake = model->forward(torch::randn({8, 4}));
+    opt.zero_grad();
+    fake.sum().backward();
+    opt.step();
+    samples.push_back(fake[0]);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'fake[0]' is still attached to its autograd graph {{.*}}[torch-loss-accumulation-graph]
+    samples.push_back(fake[1].detach());
+  }
+}
