@@ -76,6 +76,12 @@ void CudaUnguardedCheck::checkFunction(const Decl &Owner,
     const Decl *Root = &Owner;
     if (Function) {
       auto [R, Anchor] = rootOf(*Function, Model);
+      // The callers, in other TUs, ran an unchecked selection first: the
+      // path was reported there.
+      if (const auto *RootFunction = dyn_cast<FunctionDecl>(R);
+          RootFunction &&
+          Model.entryContext(*RootFunction).Entry.path().CudaSelectedBefore)
+        continue;
       Root = R;
       U.Anchor = Anchor ? Anchor->getBeginLoc() : Selection->getBeginLoc();
       U.UncheckedCall = Model.entryContext(*Function).UncheckedCall;

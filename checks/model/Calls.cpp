@@ -83,6 +83,8 @@ void FlowModel::applySummary(const ResolvedCall &Call,
                              const Location &Result, State &St) const {
   // The facts after the call are computed from the state before it.
   const State Before = St;
+  if (Summary.SelectsCuda && St.path().Cuda != CudaGuard::Checked)
+    St.path().CudaSelectedBefore = true;
   for (const Location &L : Summary.Clobbers)
     if (Location Here = callerLocation(L, Call))
       St.forgetTree(Here);

@@ -183,6 +183,7 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
 
 bool PathFacts::operator==(const PathFacts &O) const {
   return Cuda == O.Cuda && CountAtLeast == O.CountAtLeast &&
+         CudaSelectedBefore == O.CudaSelectedBefore &&
          Grad == O.Grad && GradGuards == O.GradGuards &&
          UncheckedCuda == O.UncheckedCuda && CpuSelections == O.CpuSelections &&
          AvailabilityChecks == O.AvailabilityChecks &&
@@ -198,6 +199,7 @@ static GradMode joinGrad(GradMode A, GradMode B) {
 PathFacts joinPaths(const PathFacts &A, const PathFacts &B) {
   PathFacts R;
   R.Cuda = std::min(A.Cuda, B.Cuda);
+  R.CudaSelectedBefore = A.CudaSelectedBefore && B.CudaSelectedBefore;
   R.CountAtLeast = std::min(A.CountAtLeast, B.CountAtLeast);
   R.CountProof = A.CountAtLeast <= B.CountAtLeast ? A.CountProof : B.CountProof;
   R.Grad = joinGrad(A.Grad, B.Grad);

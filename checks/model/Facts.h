@@ -239,6 +239,9 @@ struct PathFacts {
   /// have a CPU fallback (torch-cuda-unguarded), in the order they ran, each
   /// with the guard state where it ran.
   llvm::SmallVector<std::pair<const Expr *, CudaGuard>, 2> UncheckedCuda;
+  /// Every call that leads here (from other TUs of an audit) comes after an
+  /// unchecked CUDA selection: the path's first one was reported there.
+  bool CudaSelectedBefore = false;
   /// Availability checks on the paths so far, for notes.
   llvm::SmallVector<const Expr *, 1> AvailabilityChecks;
   /// Graph sources that a backward() reached, and that went where the

@@ -194,9 +194,17 @@ llvm::json::Object joinFactObjects(const llvm::json::Object &Mine,
 }
 
 llvm::json::Object FactWriter::pathFacts(const PathFacts &P) const {
-  return llvm::json::Object{{"cuda", nameOf(P.Cuda, CudaNames)},
-                            {"grad", nameOf(P.Grad, GradNames)},
-                            {"count", P.CountAtLeast}};
+  llvm::json::Object O{{"cuda", nameOf(P.Cuda, CudaNames)},
+                       {"grad", nameOf(P.Grad, GradNames)},
+                       {"count", P.CountAtLeast}};
+  // An unchecked CUDA selection already made on the path: a later one is
+  // the same path's.
+  if (P.CudaSelectedBefore ||
+      llvm::any_of(P.UncheckedCuda, [](const auto &U) {
+        return U.second == CudaGuard::Unguarded;
+      }))
+    O["selected"] = true;
+  return O;
 }
 
 llvm::json::Object FactWriter::loop(const LoopContext &L) const {
@@ -309,6 +317,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"backward", place(S.Backward)},
       {"step", place(S.Step)},
       {"trainsPerCall", S.TrainsPerCall},
+      {"selectsCuda", S.SelectsCuda},
       {"maySynchronize", S.MaySynchronize},
       {"mayRunOpaqueBackward", S.MayRunOpaqueBackward}};
 }

@@ -159,6 +159,7 @@ PathFacts FactReader::pathFacts(const llvm::json::Object *O) const {
   P.Cuda = valueOf<CudaGuard>(O->getString("cuda"), CudaNames, CudaGuard::Entry);
   P.Grad = valueOf<GradMode>(O->getString("grad"), GradNames, GradMode::Entry);
   P.CountAtLeast = O->getInteger("count").value_or(0);
+  P.CudaSelectedBefore = O->getBoolean("selected").value_or(false);
   return P;
 }
 
@@ -302,6 +303,7 @@ FactReader::summary(const llvm::json::Object &O) const {
   S.Backward = place(O.get("backward"));
   S.Step = place(O.get("step"));
   S.TrainsPerCall = O.getBoolean("trainsPerCall").value_or(false);
+  S.SelectsCuda = O.getBoolean("selectsCuda").value_or(false);
   // A backward or a step the reading TU cannot locate still runs.
   const llvm::json::Value *Backward = O.get("backward");
   const llvm::json::Value *Step = O.get("step");

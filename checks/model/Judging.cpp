@@ -536,6 +536,10 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     }
     if (Exit->path().Grad != GradMode::Entry)
       S.ExitGrad = Exit->path().Grad;
+    S.SelectsCuda = Exit->path().CudaSelectedBefore ||
+                    llvm::any_of(Exit->path().UncheckedCuda, [](const auto &U) {
+                      return U.second != CudaGuard::Checked;
+                    });
     for (const OomRecovery &R : Exit->recoveries())
       if (R.EmptyCache && !S.OomEmptyCache) {
         S.OomHandler = R.Handler;

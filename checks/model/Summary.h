@@ -48,6 +48,9 @@ struct FunctionSummary {
   /// Locations the function may change in ways the summary does not prove:
   /// the caller forgets them.
   std::vector<Location> Clobbers;
+  /// Some path selects CUDA where the callers did not check it: a later
+  /// selection on the caller's path is that path's second.
+  bool SelectsCuda = false;
   /// Grad mode when the function returns, when it changes it.
   GradMode ExitGrad = GradMode::Entry;
   std::vector<Obligation> Obligations;

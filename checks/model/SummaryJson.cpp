@@ -240,6 +240,7 @@ void ExternalSummaries::finishEntries() {
                       : Grad == "unknown"  ? GradMode::Unknown
                                            : GradMode::Entry;
           Here.CountAtLeast = Path->getInteger("count").value_or(0);
+          Here.CudaSelectedBefore = Path->getBoolean("selected").value_or(false);
         }
         const llvm::json::Array *CallerValues = nullptr;
         PathFacts CallerPath;
@@ -259,6 +260,7 @@ void ExternalSummaries::finishEntries() {
           Here.Cuda = CallerPath.Cuda;
         if (Here.Grad == GradMode::Entry)
           Here.Grad = CallerPath.Grad;
+        Here.CudaSelectedBefore |= CallerPath.CudaSelectedBefore;
         Count = std::max(Count, Here.CountAtLeast);
         const llvm::json::Object *Loop = C->getObject("loop");
         bool EveryCall = Loop && Loop->getBoolean("everyCall").value_or(false);
@@ -290,6 +292,7 @@ void ExternalSummaries::finishEntries() {
           continue;
         }
         Joined.Path.Cuda = std::min(Joined.Path.Cuda, Here.Cuda);
+        Joined.Path.CudaSelectedBefore &= Here.CudaSelectedBefore;
         if (Joined.Path.Grad != Here.Grad)
           Joined.Path.Grad = GradMode::Unknown;
         // Values: what every call agrees on.
@@ -320,10 +323,12 @@ void ExternalSummaries::finishEntries() {
         LoopJSON["loop"] = llvm::json::Object{};
       Entry &E = Item.second;
       if (E.Path.Cuda != Joined.Path.Cuda || E.Path.Grad != Joined.Path.Grad ||
+          E.Path.CudaSelectedBefore != Joined.Path.CudaSelectedBefore ||
           E.Count != Count || !(E.Values == Joined.Values) ||
           !(E.LoopJSON == LoopJSON)) {
         E.Path.Cuda = Joined.Path.Cuda;
         E.Path.Grad = Joined.Path.Grad;
+        E.Path.CudaSelectedBefore = Joined.Path.CudaSelectedBefore;
         E.Count = Count;
         E.Values = std::move(Joined.Values);
         E.LoopJSON = std::move(LoopJSON);
@@ -338,10 +343,13 @@ void ExternalSummaries::finishEntries() {
                                              "unknown"};
   for (auto &Item : Next) {
     const Entry &E = Item.second;
+    llvm::json::Object Path{{"cuda", CudaName[unsigned(E.Path.Cuda)]},
+                            {"grad", GradName[unsigned(E.Path.Grad)]},
+                            {"count", int64_t(0)}};
+    if (E.Path.CudaSelectedBefore)
+      Path["selected"] = true;
     Entries[Item.getKey()] = llvm::json::Object{
-        {"path", llvm::json::Object{{"cuda", CudaName[unsigned(E.Path.Cuda)]},
-                                    {"grad", GradName[unsigned(E.Path.Grad)]},
-                                    {"count", int64_t(0)}}},
+        {"path", std::move(Path)},
         {"count", E.Count},
         {"loop", llvm::json::Object(E.LoopJSON)},
         {"values", llvm::json::Array(E.Values)}};
