@@ -77,6 +77,35 @@ const EntryContext &ProgramModel::entryContext(const FunctionDecl &F) {
               .first->second;
 }
 
+GradMode ProgramModel::gradOfVisibleCalls(const FunctionDecl &F) {
+  llvm::SmallVector<const FunctionDecl *, 4> Targets{&F};
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(&F))
+    for (size_t I = 0; I < Targets.size(); ++I)
+      for (const CXXMethodDecl *Base :
+           cast<CXXMethodDecl>(Targets[I])->overridden_methods())
+        if (!llvm::is_contained(Targets, Base))
+          Targets.push_back(Base);
+  std::optional<GradMode> Joined;
+  for (const FunctionDecl *Target : Targets)
+    for (const CallSite &Site : callSitesOf(*Target)) {
+      if (!Site.Caller || ContextsInProgress.contains(
+                              Site.Caller->getCanonicalDecl()) ||
+          isAnalysing(*Site.Caller))
+        return GradMode::Unknown;
+      const FlowAnalysis *A = analysis(*Site.Caller);
+      std::optional<State> Before = A ? A->stateBefore(*Site.Call) : std::nullopt;
+      if (!Before)
+        continue;
+      GradMode Here = Before->path().Grad;
+      if (Here == GradMode::Entry)
+        Here = entryContext(*Site.Caller).Entry.path().Grad;
+      if (Here == GradMode::Entry)
+        return GradMode::Unknown;
+      Joined = !Joined || *Joined == Here ? Here : GradMode::Unknown;
+    }
+  return Joined.value_or(GradMode::Unknown);
+}
+
 EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   EntryContext C;
   State Parametric = parametricEntry(F);
@@ -135,9 +164,11 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       return *External;
     }
     if (Escapes) {
-      // Called from where no one sees: autograd may be on or off there.
+      // Called from where no one sees as well: autograd is what every call
+      // this TU shows (its own, and those of the methods it overrides)
+      // agrees on, and unknown without one.
       C.Root = false;
-      C.Entry.path().Grad = GradMode::Unknown;
+      C.Entry.path().Grad = gradOfVisibleCalls(F);
       return C;
     }
     // No caller: the program starts here, unless the whole program (an

@@ -101,6 +101,7 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
     }
     AnyInGraph |= OpFacts.Graph.Value == GraphState::InGraph;
     AllNoGraph &= OpFacts.Graph.Value == GraphState::NoGraph;
+    F.FromDeviceConflict |= OpFacts.FromDeviceConflict;
     F.MayBeZeroDim &= OpFacts.MayBeZeroDim;
     for (const Stmt *A : OpFacts.GraphSources)
       if (!llvm::is_contained(F.GraphSources, A))
@@ -108,6 +109,12 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
   }
   if (Decided && !Conflict)
     F.Device = *Decided;
+  // Operands proven apart: the op fails (reported here); its value, and what
+  // is computed from it, are on no device a later operand could decide.
+  if (Conflict || F.FromDeviceConflict) {
+    F.Device = {};
+    F.FromDeviceConflict = true;
+  }
   else if (!Decided && FromEntry && !EntryConflict)
     F.Device = *FromEntry;
   if (F.Device.Value.isKnown() && !F.Device.Entry) {
@@ -256,6 +263,7 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
   } else if (isTensorType(Call.getType())) {
     // Every other tensor method computes on its receiver's device.
     F.Device = Source.Device;
+    F.FromDeviceConflict = Source.FromDeviceConflict;
     F.Graph = Source.Graph;
     F.GraphSources = Source.GraphSources;
     bool InPlace = Call.getType()->isReferenceType();

@@ -15,6 +15,7 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          HasParameters == O.HasParameters && PendingCopy == O.PendingCopy &&
          PendingIf == O.PendingIf &&
          MayBeZeroDim == O.MayBeZeroDim && DeviceUnset == O.DeviceUnset &&
+         FromDeviceConflict == O.FromDeviceConflict &&
          Scalar == O.Scalar && Callables == O.Callables &&
          CallablesKnown == O.CallablesKnown &&
          GraphSources == O.GraphSources && Empty == O.Empty;
@@ -165,6 +166,7 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
       R.clearPendingCopy();
   }
   R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;
+  R.FromDeviceConflict = A.FromDeviceConflict || B.FromDeviceConflict;
   R.DeviceUnset = A.DeviceUnset && B.DeviceUnset;
   R.Scalar = joinScalars(A.Scalar, B.Scalar);
   // What a callable may hold is a "some path" fact; that it holds nothing

@@ -143,6 +143,9 @@ struct ValueFacts {
   /// False when the tensor provably has at least one dimension; a 0-dim CPU
   /// tensor may be combined with CUDA tensors by element-wise operators.
   bool MayBeZeroDim = true;
+  /// Computed by an op whose operands are on devices proven apart: it fails
+  /// there (reported there); what follows from it proves nothing more.
+  bool FromDeviceConflict = false;
   /// A TensorOptions value that provably names no device: factories then
   /// allocate on the CPU, and `.to(options)` keeps the tensor's device.
   bool DeviceUnset = false;

@@ -255,6 +255,9 @@ public:
 
 private:
   void buildCallGraph();
+  /// The grad mode that every visible call of \p F, or of a method it
+  /// overrides, runs it under; Unknown when they differ or none is seen.
+  GradMode gradOfVisibleCalls(const FunctionDecl &F);
   const FunctionDecl *definitionOf(const FunctionDecl &F) const;
   EntryContext computeEntryContext(const FunctionDecl &F);
   FunctionSummary buildSummary(const FunctionDecl &F, const FlowAnalysis &A);

@@ -346,3 +346,14 @@ void normalise(torch::Device device) {
   auto scaled = batch * scale;
   auto moved = batch - mean.to(device);
 }
+
+// One mismatch is one finding: what is computed from the failed op is on no
+// device that a later operand could decide.
+void normalise_twice(torch::Device device) {
+  auto batch = torch::randn({4, 3, 8, 8}).to(device);
+  auto mean = torch::tensor({0.485, 0.456, 0.406}).view({1, 3, 1, 1});
+  auto stdev = torch::tensor({0.229, 0.224, 0.225}).view({1, 3, 1, 1});
+  auto x = (batch - mean) / stdev;
+  // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: operator '-' combines 'batch' on 'device' with 'mean' on CPU{{.*}}[torch-device-mismatch]
+  auto y = x + torch::randn({4, 3, 8, 8}, device);
+}

@@ -371,3 +371,22 @@ void keep_first_samples(Net &model, torch::optim::SGD &opt) {
     samples.push_back(fake[1].detach());
   }
 }
+
+// A virtual method called from a training loop: the visible calls decide.
+struct RunningLoss final : MeterBase {
+  void update(const torch::Tensor &out) override {
+    sum_ += torch::nn::functional::mse_loss(out, torch::zeros({8, 2}));
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: the value is still attached to its autograd graph and is accumulated into member 'sum_'{{.*}}[torch-loss-accumulation-graph]
+  }
+  torch::Tensor sum_ = torch::zeros({});
+};
+void train_with_meter(Net &net, torch::optim::SGD &opt) {
+  RunningLoss meter;
+  for (int b = 0; b < 10; ++b) {
+    auto out = net->forward(torch::randn({8, 4}));
+    opt.zero_grad();
+    out.sum().backward();
+    opt.step();
+    meter.update(out);
+  }
+}
