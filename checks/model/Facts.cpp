@@ -123,7 +123,11 @@ ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D) {
   if (isa<ParmVarDecl>(D))
     F.clearPendingCopy();
   if (isDeviceType(D.getType().getNonReferenceType())) {
-    if (!F.Device.Value.isKnown())
+    // A device variable this TU cannot name is, in a function that takes
+    // it as a parameter, that parameter.
+    if (!F.Device.Value.isKnown() ||
+        (F.Device.Value.isSymbolic() && !F.Device.Value.holder() &&
+         isa<ParmVarDecl>(D)))
       F.Device = {DeviceValue::symbolic(&D), D.getLocation()};
   } else {
     F.Device.Entry = &D;
