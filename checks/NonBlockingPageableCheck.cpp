@@ -7,6 +7,7 @@
 
 #include "NonBlockingPageableCheck.h"
 #include "api/TorchMatchers.h"
+#include "model/FlowModel.h"
 #include "support/FixIts.h"
 
 namespace clang::tidy::torch {
@@ -59,12 +60,6 @@ public:
 
 const PinnedSource Instance;
 const RequirementRegistration Registered(Instance);
-
-/// `batch.data` / `batch.target` of a torch::data loader's batch.
-bool isLoaderField(const Expr *E) {
-  const auto *Member = E ? dyn_cast<MemberExpr>(stripConversions(E)) : nullptr;
-  return Member && isDataExampleType(Member->getBase()->getType());
-}
 
 /// The factory call that initialises the variable \p Source names, when
 /// that call is where the pageable memory comes from: the one place where
@@ -121,7 +116,9 @@ void NonBlockingPageableCheck::report(const Violation &V,
       << Name << fromWhere(From.Pin, Ctx) << Where;
   if (From.Pin.Origin.isValid()) {
     notePath(From.Pin.Via, Name);
-    if (isLoaderField(Source.Source) && !From.Pin.Via) {
+    if (Source.Source && !From.Pin.Via &&
+        loaderBatchOrigin(*stripConversions(Source.Source), Program.context())
+            .isValid()) {
       diag(From.Pin.Origin,
            "%0 comes from a torch::data loader, which collates batches into "
            "pageable memory",

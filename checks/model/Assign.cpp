@@ -41,14 +41,8 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
   ValueFacts F;
   if (isModuleHandleType(Type) && !Init) {
     // `Net net;`: a module built here.
-    if (const CXXRecordDecl *RD = Type->getAsCXXRecordDecl(); RD && !Type->isPointerType()) {
-      const ModuleClassFacts &Class = Program.moduleClassFacts(Type);
-      if (!Class.ConstructorMoves)
-        F.Device = {DeviceValue::cpu(), Loc};
-      F.HasParameters = Class.HasParameters;
-      F.ModeLayers = Class.ModeLayers;
-      F.Mode = {ModuleMode::Train, Loc};
-    }
+    if (const CXXRecordDecl *RD = Type->getAsCXXRecordDecl(); RD && !Type->isPointerType())
+      F = newModuleFacts(Type, Loc);
     St.forgetTree(L);
     St.set(L, F);
     return;
@@ -66,13 +60,7 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
           (FD->getName() == "make_shared" || FD->getName() == "make_unique") &&
           FD->isInStdNamespace()) {
         // std::make_shared<Net>(...): a module built here.
-        const ModuleClassFacts &Class = Program.moduleClassFacts(Type);
-        F = ValueFacts();
-        if (!Class.ConstructorMoves)
-          F.Device = {DeviceValue::cpu(), Loc};
-        F.HasParameters = Class.HasParameters;
-        F.ModeLayers = Class.ModeLayers;
-        F.Mode = {ModuleMode::Train, Loc};
+        F = newModuleFacts(Type, Loc);
       }
   }
   // A device variable that holds no constant is named after itself; a

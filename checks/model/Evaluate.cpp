@@ -87,10 +87,7 @@ static bool isLoaderBatch(const VarDecl &Var, ASTContext &Ctx) {
   return false;
 }
 
-/// Where the batch of `batch.data` / `batch.target` comes from a
-/// torch::data loader, which collates on the CPU into pageable memory:
-/// the batch variable, or the iterator dereferenced; invalid otherwise.
-static SourceLocation loaderBatchOrigin(const Expr &E, ASTContext &Ctx) {
+SourceLocation loaderBatchOrigin(const Expr &E, ASTContext &Ctx) {
   const auto *Member = dyn_cast<MemberExpr>(E.IgnoreParenImpCasts());
   const auto *Field =
       Member ? dyn_cast<FieldDecl>(Member->getMemberDecl()) : nullptr;
@@ -160,9 +157,8 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
                      evaluate(Cond->getFalseExpr(), S));
   // A call that returns the caller's storage is that storage for its parts;
   // its value is what its summary returns.
-  if (Location L = locationOf(E); L && !isa<CallExpr>(E))
-    return evaluateLocation(*E, L, S);
-  else if (L && !Program.summaryForCall(*E))
+  if (Location L = locationOf(E);
+      L && (!isa<CallExpr>(E) || !Program.summaryForCall(*E)))
     return evaluateLocation(*E, L, S);
   if (SourceLocation Batch = loaderBatchOrigin(*E, Ctx); Batch.isValid())
     return loaderBatchFacts(Batch);
@@ -308,14 +304,23 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
   return F;
 }
 
+ValueFacts FlowModel::newModuleFacts(QualType ModuleType,
+                                     SourceLocation Loc) const {
+  ValueFacts F;
+  const ModuleClassFacts &Class = Program.moduleClassFacts(ModuleType);
+  if (!Class.ConstructorMoves)
+    F.Device = {DeviceValue::cpu(), Loc};
+  F.HasParameters = Class.HasParameters; // none for a parameterless one
+  F.ModeLayers = Class.ModeLayers;
+  F.Mode = {ModuleMode::Train, Loc};
+  return F;
+}
+
 ValueFacts FlowModel::evaluateConstruction(const CXXConstructExpr &E,
                                            const State &S) const {
   ValueFacts F;
   QualType T = E.getType();
   if (isModuleHandleType(T)) {
-    // A module built here: parameters on the CPU unless its constructor
-    // moves it; no parameters at all for a parameterless one.
-    const ModuleClassFacts &Class = Program.moduleClassFacts(T);
     if (E.getNumArgs() == 1 && E.getArg(0)->getType()->isNullPtrType()) {
       F.Empty = true;
       return F;
@@ -325,12 +330,7 @@ ValueFacts FlowModel::evaluateConstruction(const CXXConstructExpr &E,
         E.getArg(0)->getType()->getAsCXXRecordDecl() &&
         !E.getConstructor()->isCopyOrMoveConstructor())
       return evaluate(E.getArg(0), S);
-    if (!Class.ConstructorMoves)
-      F.Device = {DeviceValue::cpu(), E.getExprLoc()};
-    F.HasParameters = Class.HasParameters;
-    F.ModeLayers = Class.ModeLayers;
-    F.Mode = {ModuleMode::Train, E.getExprLoc()};
-    return F;
+    return newModuleFacts(T, E.getExprLoc());
   }
   if (isTensorType(T) && E.getNumArgs() == 0) {
     F.Empty = true; // an undefined tensor

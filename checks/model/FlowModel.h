@@ -19,6 +19,11 @@
 
 namespace clang::tidy::torch {
 
+/// Where the batch of `batch.data` / `batch.target` comes from a
+/// torch::data loader (which collates into pageable memory on the CPU):
+/// the batch variable, or the iterator dereferenced; invalid otherwise.
+SourceLocation loaderBatchOrigin(const Expr &E, ASTContext &Ctx);
+
 class ProgramModel;
 struct FunctionSummary;
 
@@ -198,6 +203,11 @@ public:
   ProgramModel &program() const { return Program; }
   const TorchApiOptions &options() const;
   ASTContext &context() const { return Ctx; }
+
+  /// The facts of a module built here (`Net net;`, `Net(4)`,
+  /// `std::make_shared<NetImpl>()`): parameters on the CPU unless its
+  /// constructor moves it, in training mode.
+  ValueFacts newModuleFacts(QualType ModuleType, SourceLocation Loc) const;
 
 private:
   ValueFacts evaluateCall(const CallExpr &Call, const State &S) const;
