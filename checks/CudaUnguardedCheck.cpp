@@ -16,29 +16,6 @@ void CudaUnguardedCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
   Options.store(Opts, "DeviceSelectorFunctions", DeviceSelectorFunctions);
 }
 
-/// The function an unguarded path into \p F starts at, and the call that
-/// leads from it towards \p F (null when \p F is that function).
-static std::pair<const Decl *, const Expr *> rootOf(const FunctionDecl &F,
-                                                    ProgramModel &Program) {
-  const FunctionDecl *Current = &F;
-  const Expr *Anchor = nullptr;
-  llvm::SmallPtrSet<const FunctionDecl *, 8> Seen;
-  while (Seen.insert(Current).second) {
-    const EntryContext &C = Program.entryContext(*Current);
-    if (C.Root || !C.UncheckedCall)
-      break;
-    const FunctionDecl *Caller = nullptr;
-    for (const CallSite &Site : Program.callSitesOf(*Current))
-      if (Site.Call == C.UncheckedCall)
-        Caller = Site.Caller;
-    Anchor = C.UncheckedCall;
-    if (!Caller)
-      break;
-    Current = Caller;
-  }
-  return {Current, Anchor};
-}
-
 void CudaUnguardedCheck::checkFunction(const Decl &Owner,
                                        ProgramModel &Model) {
   Program = &Model;
@@ -75,16 +52,20 @@ void CudaUnguardedCheck::checkFunction(const Decl &Owner,
     U.UselessCheck = UselessCheck;
     const Decl *Root = &Owner;
     if (Function) {
-      auto [R, Anchor] = rootOf(*Function, Model);
+      const EntryContext &Context = Model.entryContext(*Function);
+      const FunctionDecl *Start = Function;
+      const Expr *Anchor = nullptr;
+      if (Context.UncheckedCall && !Context.Root) {
+        Start = Context.UncheckedPathStart;
+        Anchor = Context.UncheckedPathCall;
+      }
       // The callers, in other TUs, ran an unchecked selection first: the
       // path was reported there.
-      if (const auto *RootFunction = dyn_cast<FunctionDecl>(R);
-          RootFunction &&
-          Model.entryContext(*RootFunction).Entry.path().CudaSelectedBefore)
+      if (Model.entryContext(*Start).Entry.path().CudaSelectedBefore)
         continue;
-      Root = R;
+      Root = Start;
       U.Anchor = Anchor ? Anchor->getBeginLoc() : Selection->getBeginLoc();
-      U.UncheckedCall = Model.entryContext(*Function).UncheckedCall;
+      U.UncheckedCall = Context.UncheckedCall;
     } else {
       U.Anchor = Selection->getBeginLoc();
     }

@@ -87,9 +87,12 @@ public:
       llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 2>> &Out,
       llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 1>>
           &Creations,
-      std::vector<CallSite> &CallableCalls, ProgramModel &Program)
+      std::vector<CallSite> &CallableCalls,
+      llvm::DenseMap<const FunctionDecl *,
+                     llvm::SmallVector<const FunctionDecl *, 2>> &Overriders,
+      ProgramModel &Program)
       : Out(Out), Creations(Creations), CallableCalls(CallableCalls),
-        Program(Program) {}
+        Overriders(Overriders), Program(Program) {}
   bool shouldVisitTemplateInstantiations() const { return true; }
   bool shouldVisitImplicitCode() const { return true; }
 
@@ -103,6 +106,9 @@ public:
         return true;
       const FunctionDecl *Saved = Caller;
       Caller = FD->doesThisDeclarationHaveABody() ? FD : Caller;
+      if (const auto *Method = dyn_cast<CXXMethodDecl>(FD);
+          Method && Method->doesThisDeclarationHaveABody())
+        addOverrider(*Method, *Method);
       bool R = RecursiveASTVisitor::TraverseDecl(D);
       Caller = Saved;
       return R;
@@ -178,6 +184,16 @@ private:
       return;
     Out[Callee->getCanonicalDecl()].push_back({Call, Caller});
   }
+  /// \p Override may run for a call of \p Method or of what it overrides.
+  void addOverrider(const CXXMethodDecl &Method, const CXXMethodDecl &Override) {
+    for (const CXXMethodDecl *Base : Method.overridden_methods()) {
+      auto &List = Overriders[Base->getCanonicalDecl()];
+      if (llvm::is_contained(List, &Override))
+        continue;
+      List.push_back(&Override);
+      addOverrider(*Base, Override);
+    }
+  }
   void addConstruction(const CXXRecordDecl &Class, unsigned Args,
                        const Expr *Call) {
     if (!Class.hasDefinition())
@@ -198,6 +214,8 @@ private:
   llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<CallSite, 1>>
       &Creations;
   std::vector<CallSite> &CallableCalls;
+  llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<const FunctionDecl *, 2>>
+      &Overriders;
   ProgramModel &Program;
   const FunctionDecl *Caller = nullptr;
 };
@@ -214,7 +232,8 @@ void ProgramModel::buildCallGraph() {
   ReferenceCounter Counter(NonCallReferences);
   for (Decl *D : UserDecls)
     Counter.TraverseDecl(D);
-  SiteCollector Collector(Sites, LambdaCreations, CallableCalls, *this);
+  SiteCollector Collector(Sites, LambdaCreations, CallableCalls, Overriders,
+                          *this);
   for (Decl *D : UserDecls)
     Collector.TraverseDecl(D);
 
@@ -263,6 +282,14 @@ llvm::ArrayRef<CallSite> ProgramModel::callSitesOf(const FunctionDecl &Callee) {
   buildCallGraph();
   auto It = Sites.find(Callee.getCanonicalDecl());
   return It == Sites.end() ? llvm::ArrayRef<CallSite>() : It->second;
+}
+
+llvm::ArrayRef<const FunctionDecl *>
+ProgramModel::overridersOf(const CXXMethodDecl &Method) {
+  buildCallGraph();
+  auto It = Overriders.find(Method.getCanonicalDecl());
+  return It == Overriders.end() ? llvm::ArrayRef<const FunctionDecl *>()
+                                : llvm::ArrayRef(It->second);
 }
 
 std::vector<const FunctionDecl *> ProgramModel::calledFunctions() {

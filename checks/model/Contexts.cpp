@@ -77,33 +77,34 @@ const EntryContext &ProgramModel::entryContext(const FunctionDecl &F) {
               .first->second;
 }
 
-GradMode ProgramModel::gradOfVisibleCalls(const FunctionDecl &F) {
+/// Whether \p F is \p Called, or overrides it.
+static bool isOrOverrides(const FunctionDecl &F, const FunctionDecl &Called) {
+  if (F.getCanonicalDecl() == Called.getCanonicalDecl())
+    return true;
+  const auto *Method = dyn_cast<CXXMethodDecl>(&F);
+  if (!Method)
+    return false;
+  for (const CXXMethodDecl *Base : Method->overridden_methods())
+    if (isOrOverrides(*Base, Called))
+      return true;
+  return false;
+}
+
+/// The calls that may run \p F: its own, and for a virtual method those of
+/// the methods it overrides (a call through the base may dispatch here).
+static llvm::SmallVector<CallSite, 4> callsThatMayRun(const FunctionDecl &F,
+                                                      ProgramModel &Program) {
   llvm::SmallVector<const FunctionDecl *, 4> Targets{&F};
-  if (const auto *Method = dyn_cast<CXXMethodDecl>(&F))
+  if (isa<CXXMethodDecl>(F))
     for (size_t I = 0; I < Targets.size(); ++I)
       for (const CXXMethodDecl *Base :
            cast<CXXMethodDecl>(Targets[I])->overridden_methods())
         if (!llvm::is_contained(Targets, Base))
           Targets.push_back(Base);
-  std::optional<GradMode> Joined;
+  llvm::SmallVector<CallSite, 4> Out;
   for (const FunctionDecl *Target : Targets)
-    for (const CallSite &Site : callSitesOf(*Target)) {
-      if (!Site.Caller || ContextsInProgress.contains(
-                              Site.Caller->getCanonicalDecl()) ||
-          isAnalysing(*Site.Caller))
-        return GradMode::Unknown;
-      const FlowAnalysis *A = analysis(*Site.Caller);
-      std::optional<State> Before = A ? A->stateBefore(*Site.Call) : std::nullopt;
-      if (!Before)
-        continue;
-      GradMode Here = Before->path().Grad;
-      if (Here == GradMode::Entry)
-        Here = entryContext(*Site.Caller).Entry.path().Grad;
-      if (Here == GradMode::Entry)
-        return GradMode::Unknown;
-      Joined = !Joined || *Joined == Here ? Here : GradMode::Unknown;
-    }
-  return Joined.value_or(GradMode::Unknown);
+    llvm::append_range(Out, Program.callSitesOf(*Target));
+  return Out;
 }
 
 EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
@@ -122,7 +123,8 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     C.Entry.path().Cuda = CudaGuard::Checked;
     return C;
   }
-  llvm::ArrayRef<CallSite> Sites = callSitesOf(F);
+  llvm::SmallVector<CallSite, 4> MayRun = callsThatMayRun(F, *this);
+  llvm::ArrayRef<CallSite> Sites = MayRun;
   // A lambda nothing calls directly runs where the std::functions that hold
   // it are called; when none is seen (it is handed to user code that keeps
   // it out of sight), where it is written, as far as anyone can tell.
@@ -133,15 +135,16 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
                                      : llvm::ArrayRef(ThroughCallables);
     C.OnlyWhereWritten = ThroughCallables.empty();
   }
-  bool Escapes = !IsLambda && isAddressTaken(F);
-  if (Method && Method->isVirtual())
-    Escapes = true; // a base-class call may reach it unseen
+  // Called through a pointer, or through a base that no call of the TU
+  // shows: callers no one sees.
+  bool Escapes = (!IsLambda && isAddressTaken(F)) ||
+                 (Sites.empty() && Method && Method->isVirtual());
   std::optional<EntryContext> External;
   if (Config.External) {
     Reads.Entries.insert(usrOf(F));
     External = Config.External->entry(usrOf(F), F, *this);
   }
-  if (Sites.empty() || Escapes) {
+  if (Sites.empty() || (Escapes && External)) {
     if (External) {
       External->Root = false;
       External->CalledFromOtherTUsOnly = !Escapes;
@@ -164,11 +167,8 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       return *External;
     }
     if (Escapes) {
-      // Called from where no one sees as well: autograd is what every call
-      // this TU shows (its own, and those of the methods it overrides)
-      // agrees on, and unknown without one.
       C.Root = false;
-      C.Entry.path().Grad = gradOfVisibleCalls(F);
+      C.Entry.path().Grad = GradMode::Unknown;
       return C;
     }
     // No caller: the program starts here, unless the whole program (an
@@ -195,8 +195,11 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       State Start = Parametric;
       Start.path() = programStart();
       Joined = Joined ? (Joined->joinWith(Start), *Joined) : Start;
-      if (!C.UncheckedCall)
+      if (!C.UncheckedCall) {
         C.UncheckedCall = Site.Call;
+        C.UncheckedPathStart = &F;
+        C.UncheckedPathCall = Site.Call;
+      }
       continue;
     }
     const FunctionDecl *CallerDef = Site.Caller;
@@ -214,6 +217,19 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       continue; // not reached
     const FlowModel &M = A->model();
     ResolvedCall Call = M.resolve(*Site.Call, *Before);
+    // A virtual call whose target is not certain may run F: as far as F's
+    // context goes, F is what it runs. One certain to run another does not.
+    if (const auto *Direct = dyn_cast<CallExpr>(Site.Call)
+                                 ? cast<CallExpr>(Site.Call)->getDirectCallee()
+                                 : nullptr;
+        Direct && isa<CXXMethodDecl>(Direct) &&
+        cast<CXXMethodDecl>(Direct)->isVirtual()) {
+      if (!Call.Callee && isOrOverrides(F, *Direct))
+        Call.Callee = &F;
+      else if (Call.Callee &&
+               Call.Callee->getCanonicalDecl() != F.getCanonicalDecl())
+        continue;
+    }
     State Here = Parametric;
     Here.path().Cuda = Before->path().Cuda;
     Here.path().Grad = Before->path().Grad;
@@ -241,8 +257,16 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
             if (Location In = Part.replacePrefix(There, L))
               Here.set(In, Before->get(Part).withoutEntries());
     }
-    if (Here.path().Cuda != CudaGuard::Checked && !C.UncheckedCall)
+    const EntryContext &CallerContext = entryContext(*CallerDef);
+    if (Here.path().Cuda != CudaGuard::Checked && !C.UncheckedCall) {
       C.UncheckedCall = Site.Call;
+      // The path goes on through the caller's own unchecked caller.
+      bool CallerStarts = CallerContext.Root || !CallerContext.UncheckedCall;
+      C.UncheckedPathStart =
+          CallerStarts ? CallerDef : CallerContext.UncheckedPathStart;
+      C.UncheckedPathCall =
+          CallerStarts ? Site.Call : CallerContext.UncheckedPathCall;
+    }
     if (Here.path().CountAtLeast > MaxCount) {
       MaxCount = Here.path().CountAtLeast;
       MaxProof = Here.path().CountProof;
@@ -250,7 +274,6 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     // Where the callee runs: in this call's loop, or wherever its caller
     // runs when the call runs on every call of the caller.
     LoopContext Loop = A->loopContext(*Site.Call);
-    const EntryContext &CallerContext = entryContext(*CallerDef);
     inheritLoopContext(Loop, CallerContext.Loop);
     C.Complete &= CallerContext.Complete;
     if (Loop.TrainingLoop.isValid() && C.Loop.TrainingLoop.isInvalid()) {
@@ -274,6 +297,16 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   }
   C.CountAtLeast = MaxCount;
   C.CountProof = MaxProof;
+  if (Joined && Escapes) {
+    // Callers no one sees may hand anything: of what the seen calls agree
+    // on, only the autograd mode stands (a training loop calling a hook
+    // through a pointer does not tell what the hook's arguments are), and
+    // only when no caller's analysis was cut short.
+    GradMode Grad = Joined->path().Grad;
+    C.Entry.path().Grad =
+        C.Complete && Grad != GradMode::Entry ? Grad : GradMode::Unknown;
+    return C;
+  }
   if (Joined) {
     C.Entry = std::move(*Joined);
     // The calls that the analysis saw are all the calls; one TU of an audit

@@ -112,6 +112,8 @@ struct ObligedCallee {
   /// The call's arguments are not the target's (a lambda handed to
   /// std::for_each).
   bool HandedToLibrary = false;
+  /// The target runs on the call's object (an override of its callee).
+  bool OnObject = false;
 };
 
 /// The functions a call runs whose obligations apply at it: its callee,
@@ -138,6 +140,23 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
           Out.push_back({Target, Summary});
       return Out;
     }
+    // A virtual call of uncertain target: each override the TU defines in
+    // a class of the object's may run, and owes its obligations here.
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
+        Member && !certainCallee(*Call))
+      if (const auto *Method =
+              dyn_cast_or_null<CXXMethodDecl>(Call->getDirectCallee())) {
+        const CXXRecordDecl *Static = Member->getRecordDecl();
+        for (const FunctionDecl *Override : P.overridersOf(*Method)) {
+          const CXXRecordDecl *Class = cast<CXXMethodDecl>(Override)->getParent();
+          if (Static && Class != Static && !Class->isDerivedFrom(Static))
+            continue;
+          if (const FunctionSummary *Summary = P.summary(*Override))
+            Out.push_back({Override, Summary, false, true});
+        }
+        if (!Out.empty())
+          return Out;
+      }
     if (const FunctionDecl *FD = Call->getDirectCallee();
         FD && isLibraryFunction(*FD)) {
       if (storesCallableArgument(*FD))
@@ -307,14 +326,15 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       }
     }
     // The obligations of the functions it calls.
-    for (const auto &[Target, Summary, HandedToLibrary] :
+    for (const auto &[Target, Summary, HandedToLibrary, OnObject] :
          obligedCallees(S, M, St)) {
       if (Summary->Obligations.empty())
         continue;
       ResolvedCall Resolved = M.resolve(cast<Expr>(S), St);
       if (Target) {
         Resolved.Callee = Target;
-        Resolved.Object = {};
+        if (!OnObject)
+          Resolved.Object = {};
         if (HandedToLibrary)
           Resolved.Arguments.clear();
       }

@@ -181,6 +181,13 @@ ValueFacts ProgramModel::globalFacts(const VarDecl &Global) {
       Writes.TraverseDecl(D);
     bool Any = !Default;
     for (const FunctionDecl *Writer : Writes.Writers) {
+      // A writer whose summary is under way asked (it reads the global
+      // before it writes it): unknown to it, and not kept, since its write
+      // is part of the answer.
+      if (InProgress.contains(Writer->getCanonicalDecl())) {
+        Globals.erase(Key);
+        return ValueFacts();
+      }
       const FunctionSummary *S = summary(*Writer);
       ValueFacts Written;
       if (S && !Writes.Opaque)

@@ -89,6 +89,11 @@ struct EntryContext {
   bool OnlyWhereWritten = false;
   /// The first call that does not check CUDA availability, for notes.
   const Expr *UncheckedCall = nullptr;
+  /// Where the unchecked path through UncheckedCall starts: the function
+  /// that has no unchecked caller itself, and its call towards this one
+  /// (null when the path starts here).
+  const FunctionDecl *UncheckedPathStart = nullptr;
+  const Expr *UncheckedPathCall = nullptr;
   /// A call made on every iteration of a training loop, and in a loop.
   LoopContext Loop;
   const Expr *LoopCall = nullptr;
@@ -147,6 +152,9 @@ public:
   /// Every call of \p Callee (any redeclaration) in the user code of the TU,
   /// constructions through std::make_shared and module holders included.
   llvm::ArrayRef<CallSite> callSitesOf(const FunctionDecl &Callee);
+  /// The definitions in user code that override \p Method, directly or
+  /// through another override, in source order.
+  llvm::ArrayRef<const FunctionDecl *> overridersOf(const CXXMethodDecl &Method);
   /// Every function that some call of the TU's user code runs: clang's
   /// CallGraph leaves out constructors defined in other TUs.
   std::vector<const FunctionDecl *> calledFunctions();
@@ -255,9 +263,6 @@ public:
 
 private:
   void buildCallGraph();
-  /// The grad mode that every visible call of \p F, or of a method it
-  /// overrides, runs it under; Unknown when they differ or none is seen.
-  GradMode gradOfVisibleCalls(const FunctionDecl &F);
   const FunctionDecl *definitionOf(const FunctionDecl &F) const;
   EntryContext computeEntryContext(const FunctionDecl &F);
   FunctionSummary buildSummary(const FunctionDecl &F, const FlowAnalysis &A);
@@ -279,6 +284,8 @@ private:
   /// source order.
   std::vector<CallSite> CallableCalls;
   llvm::DenseMap<const FunctionDecl *, unsigned> NonCallReferences;
+  llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<const FunctionDecl *, 2>>
+      Overriders;
   llvm::DenseSet<const FunctionDecl *> Recursive;
   bool HasMain = false;
 

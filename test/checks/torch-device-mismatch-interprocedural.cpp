@@ -720,3 +720,40 @@ void keep_best(torch::Device device) {
   fresh->forward(torch::randn({2, 4}, device));
   // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'fresh' has its parameters on CPU {{.*}}[torch-device-mismatch]
 }
+
+// A scorer called through its base: the override meets what the call hands
+// it, on the device the caller put it.
+struct Scorer {
+  virtual ~Scorer() = default;
+  virtual torch::Tensor score(const torch::Tensor &features) = 0;
+};
+struct BiasedScorer final : Scorer {
+  torch::Tensor score(const torch::Tensor &features) override {
+    return features + bias_;
+  }
+  torch::Tensor bias_ = torch::zeros({4});
+};
+void rank_all(Scorer &scorer, torch::Device device) {
+  for (int i = 0; i < 10; ++i)
+    scorer.score(torch::randn({2, 4}, device));
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'score()' combines 'torch::randn({2, 4}, device)' on CUDA with 'bias_' on CPU {{.*}}[torch-device-mismatch]
+}
+void rank_on_gpu(BiasedScorer &scorer) {
+  rank_all(scorer, torch::Device(torch::kCUDA));
+}
+
+// The same override, called through a base only with CPU features: silent.
+struct Ranker {
+  virtual ~Ranker() = default;
+  virtual torch::Tensor rank(const torch::Tensor &features) = 0;
+};
+struct BiasedRanker final : Ranker {
+  torch::Tensor rank(const torch::Tensor &features) override {
+    return features + bias_;
+  }
+  torch::Tensor bias_ = torch::zeros({4});
+};
+void rank_on_cpu(Ranker &ranker) {
+  for (int i = 0; i < 10; ++i)
+    ranker.rank(torch::randn({2, 4}));
+}

@@ -306,3 +306,83 @@ void run_fit_then_callbacks(torch::Device device) {
   net->to(device);
   fit_then_callbacks(net, device, callbacks);
 }
+
+// A hook called through its base on every step: the override runs there,
+// with the loss its base's caller hands it.
+struct StepHook {
+  virtual ~StepHook() = default;
+  virtual void after_step(const torch::Tensor &loss) = 0;
+};
+struct PrintingHook final : StepHook {
+  void after_step(const torch::Tensor &loss) override {
+    std::cout << loss.item<float>() << "\n";
+    // CHECK-MESSAGES: :[[@LINE-1]]:23: warning: 'loss.item<float>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+  }
+};
+void fit_with_hook(Net net, torch::Device device, StepHook &hook,
+                   torch::optim::SGD &opt) {
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({8, 4}, device)).sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    hook.after_step(loss);
+  }
+}
+
+// A hook run once, after training: silent.
+struct DoneHook {
+  virtual ~DoneHook() = default;
+  virtual void on_done(const torch::Tensor &loss) = 0;
+};
+struct PrintingDoneHook final : DoneHook {
+  void on_done(const torch::Tensor &loss) override {
+    std::cout << loss.item<float>() << "\n";
+  }
+};
+void fit_then_hook(Net net, torch::Device device, DoneHook &hook,
+                   torch::optim::SGD &opt) {
+  torch::Tensor loss;
+  for (int step = 0; step < 100; ++step) {
+    loss = net->forward(torch::randn({8, 4}, device)).sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  hook.on_done(loss);
+}
+
+// Options in a static member, set by a static init() that reads them first,
+// called by main before training: the main path holds what init() wrote.
+struct Controller {
+  static torch::TensorOptions options;
+  static torch::TensorOptions cpu_options;
+  static void init() {
+    options = options.device(torch::kCUDA);
+    cpu_options = cpu_options.device(torch::kCPU);
+  }
+  static void train(Net net, torch::optim::SGD &opt) {
+    for (int step = 0; step < 100; ++step) {
+      auto batch = torch::zeros({8, 4}, options);
+      auto loss = net->forward(batch).sum();
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      float seen = batch.sum().item<float>();
+      // CHECK-MESSAGES: :[[@LINE-1]]:32: warning: 'batch.sum().item<float>()' synchronises the host with the GPU on every training step{{.*}}[torch-host-sync-in-loop]
+      auto host = torch::zeros({8, 4}, cpu_options);
+      float kept = host.sum().item<float>();
+    }
+  }
+};
+torch::TensorOptions Controller::options = torch::TensorOptions();
+torch::TensorOptions Controller::cpu_options = torch::TensorOptions();
+int main() {
+  if (!torch::cuda::is_available())
+    return 1;
+  Controller::init();
+  Net net;
+  net->to(torch::kCUDA);
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  Controller::train(net, opt);
+}
