@@ -66,7 +66,9 @@ Sourced<DeviceValue> FlowModel::evaluateDeviceSpec(const Expr *E,
       if (!Construct->getArg(1)->isValueDependent() &&
           Construct->getArg(1)->EvaluateAsInt(Index, Ctx))
         return {DeviceValue::cuda(Index.Val.getInt().getExtValue()), Loc};
-      return {DeviceValue::unknown(), Loc};
+      // A run-time ordinal: CUDA all the same, on no ordinal this TU can
+      // name (it conflicts with no other CUDA device).
+      return {DeviceValue::cuda(), Loc};
     }
   }
   return evaluate(Stripped, S).Device;

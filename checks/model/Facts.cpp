@@ -202,7 +202,8 @@ static GradMode joinGrad(GradMode A, GradMode B) {
 }
 
 
-PathFacts joinPaths(const PathFacts &A, const PathFacts &B) {
+PathFacts joinPaths(const PathFacts &A, const PathFacts &B, bool AKeptCpu,
+                    bool BKeptCpu) {
   PathFacts R;
   R.Cuda = std::min(A.Cuda, B.Cuda);
   R.CudaSelectedBefore = A.CudaSelectedBefore && B.CudaSelectedBefore;
@@ -217,10 +218,11 @@ PathFacts joinPaths(const PathFacts &A, const PathFacts &B) {
   // other path made a CPU selection that this one did not: `use_gpu ?
   // kCUDA : kCPU`, `if (flag) x.cuda(); else x.cpu();`.
   auto Unchecked = [](const PathFacts &Mine, const PathFacts &Other,
-                      PathFacts &Out) {
-    bool OtherFellBack = llvm::any_of(Other.CpuSelections, [&](const Expr *C) {
-      return !llvm::is_contained(Mine.CpuSelections, C);
-    });
+                      bool OtherKeptCpu, PathFacts &Out) {
+    bool OtherFellBack =
+        OtherKeptCpu || llvm::any_of(Other.CpuSelections, [&](const Expr *C) {
+          return !llvm::is_contained(Mine.CpuSelections, C);
+        });
     for (const auto &[Use, Guard] : Mine.UncheckedCuda) {
       if (OtherFellBack && !Other.hasUncheckedCuda(Use))
         continue;
@@ -232,8 +234,8 @@ PathFacts joinPaths(const PathFacts &A, const PathFacts &B) {
         It->second = std::min(It->second, Guard);
     }
   };
-  Unchecked(A, B, R);
-  Unchecked(B, A, R);
+  Unchecked(A, B, BKeptCpu, R);
+  Unchecked(B, A, AKeptCpu, R);
   R.CpuSelections.assign(A.CpuSelections.begin(), A.CpuSelections.end());
   unite<const Expr *>(R.CpuSelections, B.CpuSelections);
   R.AvailabilityChecks.assign(A.AvailabilityChecks.begin(),
@@ -417,8 +419,29 @@ static const ValueFacts *factsOrNone(const State &S, const Location &L) {
   return nullptr;
 }
 
+/// Whether \p Kept holds a CPU selection's value (`device = kCPU`, or a
+/// member set so) where \p Moved holds CUDA: \p Moved's path overwrote it.
+static bool keptCpuWhereCuda(const State &Kept, const State &Moved) {
+  if (Kept.path().CpuSelections.empty())
+    return false;
+  bool Found = false;
+  Moved.forEach([&](const Location &L, const ValueFacts &Facts) {
+    if (Found || !Facts.Device.Value.isCUDA())
+      return;
+    const ValueFacts *There = factsOrNone(Kept, L);
+    Found = There && There->Device.Value.isCPU() &&
+            llvm::any_of(Kept.path().CpuSelections, [&](const Expr *Selection) {
+              return Selection->getBeginLoc() == There->Device.Origin ||
+                     Selection->getExprLoc() == There->Device.Origin;
+            });
+  });
+  return Found;
+}
+
 bool State::joinWith(const State &Other) {
   bool Changed = false;
+  bool MineKeptCpu = keptCpuWhereCuda(*this, Other);
+  bool OtherKeptCpu = keptCpuWhereCuda(Other, *this);
   // What this state holds for the locations only the other tracks, read
   // before the joins below forget anything.
   llvm::SmallVector<std::pair<Location, ValueFacts>, 8> Added;
@@ -450,7 +473,7 @@ bool State::joinWith(const State &Other) {
     Values[L] = std::move(Joined);
     Changed = true;
   }
-  PathFacts JoinedPath = joinPaths(Path, Other.Path);
+  PathFacts JoinedPath = joinPaths(Path, Other.Path, MineKeptCpu, OtherKeptCpu);
   if (JoinedPath != Path) {
     Path = std::move(JoinedPath);
     Changed = true;

@@ -259,8 +259,11 @@ struct PathFacts {
   bool operator!=(const PathFacts &O) const { return !(*this == O); }
 };
 
-/// Merges the path facts of two paths.
-PathFacts joinPaths(const PathFacts &A, const PathFacts &B);
+/// Merges the path facts of two paths. \p AKeptCpu (\p BKeptCpu): that
+/// path still holds a CPU selection's value where the other holds CUDA, a
+/// CPU fallback as much as a CPU selection on a branch of its own.
+PathFacts joinPaths(const PathFacts &A, const PathFacts &B,
+                    bool AKeptCpu = false, bool BKeptCpu = false);
 
 } // namespace clang::tidy::torch
 

@@ -449,3 +449,19 @@ void dcgan_example(std::shared_ptr<Net> net) {
 void suppressed(torch::Tensor &x) {
   x = x.cuda(); // NOLINT(torch-cuda-unguarded)
 }
+
+// CPU by default, CUDA only when the user asks: the path that does not ask
+// keeps the CPU device, a fallback as much as an `else` would be.
+void cpu_unless_asked(int argc, char **argv) {
+  auto device = torch::Device(torch::kCPU);
+  if (argc > 1)
+    device = torch::Device(torch::kCUDA, std::atoi(argv[1]));
+  auto x = torch::randn({2, 2}).to(device);
+}
+
+// The ordinal the user asks for, and no CPU path: reported.
+void ordinal_from_user(int argc, char **argv) {
+  auto device = torch::Device(torch::kCUDA, std::atoi(argv[1]));
+  // CHECK-MESSAGES: :[[@LINE-1]]:31: warning: CUDA device selected without checking{{.*}}[torch-cuda-unguarded]
+  auto x = torch::randn({2, 2}).to(device);
+}

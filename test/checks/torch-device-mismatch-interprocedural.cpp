@@ -757,3 +757,36 @@ void rank_on_cpu(Ranker &ranker) {
   for (int i = 0; i < 10; ++i)
     ranker.rank(torch::randn({2, 4}));
 }
+
+// A device member chosen on both branches of an initialiser method, and the
+// module moved to it: after the call, the module is on whatever the member
+// holds, not on what the member held before.
+class Detector {
+public:
+  void initialize(int gpu_id) {
+    if (gpu_id >= 0)
+      device_ = torch::Device(torch::kCUDA);
+    else
+      device_ = torch::Device(torch::kCPU);
+    net_->to(device_);
+  }
+  void run() {
+    torch::NoGradGuard no_grad;
+    net_->forward(torch::randn({2, 4}).to(device_));
+  }
+  void run_on_host_input() {
+    torch::NoGradGuard no_grad;
+    net_->forward(torch::randn({2, 4}));
+    // CHECK-MESSAGES: :[[@LINE-1]]:11: warning: module 'net_' has its parameters on 'device_' (from 'initialize()' {{.*}}) but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
+  }
+
+private:
+  torch::Device device_ = torch::Device(torch::kCPU);
+  Net net_;
+};
+void detect() {
+  Detector d;
+  d.initialize(0);
+  d.run();
+  d.run_on_host_input();
+}

@@ -353,7 +353,7 @@ void fit_then_hook(Net net, torch::Device device, DoneHook &hook,
 }
 
 // Options in a static member, set by a static init() that reads them first,
-// called by main before training: the main path holds what init() wrote.
+// called before training: the path holds what init() wrote.
 struct Controller {
   static torch::TensorOptions options;
   static torch::TensorOptions cpu_options;
@@ -377,7 +377,7 @@ struct Controller {
 };
 torch::TensorOptions Controller::options = torch::TensorOptions();
 torch::TensorOptions Controller::cpu_options = torch::TensorOptions();
-int main() {
+int run_controller() {
   if (!torch::cuda::is_available())
     return 1;
   Controller::init();
@@ -385,4 +385,5 @@ int main() {
   net->to(torch::kCUDA);
   torch::optim::SGD opt(net->parameters(), 0.1);
   Controller::train(net, opt);
+  return 0;
 }
