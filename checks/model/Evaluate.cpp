@@ -132,16 +132,26 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
     }
   if (SourceLocation Batch = loaderBatchOrigin(E, Ctx); Batch.isValid())
     return loaderBatchFacts(Batch);
-  // A LibTorch module's tensor member (`linear->weight`) is one of its
-  // registered parameters or buffers: it moves with the module. (A user
-  // module's plain tensor member moves only if it registered it.)
-  if (const FieldDecl *Field = L.Depth ? L.last().asField() : nullptr;
-      Field && isTensorType(Field->getType()) &&
-      isSystemHeaderDecl(*Field, Ctx.getSourceManager()) &&
-      isModuleHandleType(Ctx.getRecordType(Field->getParent())))
-    if (const ValueFacts *Module = S.lookup(L.parent()))
-      F.Device = {Module->Device.Value, Module->Device.Origin};
+  if (const ValueFacts *Module = enclosingModule(L, S))
+    F.Device = {Module->Device.Value, Module->Device.Origin};
   return F;
+}
+
+const ValueFacts *FlowModel::enclosingModule(const Location &L,
+                                             const State &S) const {
+  // A LibTorch module's tensor member (`linear->weight`) is one of its
+  // registered parameters or buffers, and a module's submodule member is
+  // registered: they move with the module. (A user module's plain tensor
+  // member moves only if it registered it.)
+  const FieldDecl *Field = L.Depth ? L.last().asField() : nullptr;
+  if (!Field || !isModuleHandleType(Ctx.getRecordType(Field->getParent())))
+    return nullptr;
+  QualType T = Field->getType();
+  if (!(isTensorType(T) && isSystemHeaderDecl(*Field, Ctx.getSourceManager())) &&
+      !isModuleHandleType(T))
+    return nullptr;
+  const ValueFacts *Module = S.lookup(L.parent());
+  return Module && Module->Device.Value.isKnown() ? Module : nullptr;
 }
 
 ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {

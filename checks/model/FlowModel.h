@@ -220,6 +220,9 @@ private:
                               const State &S) const;
   ValueFacts evaluateLocation(const Expr &E, const Location &L,
                               const State &S) const;
+  /// The facts of the module whose registered parameter, buffer or
+  /// submodule \p L is, when its device is known: they move with it.
+  const ValueFacts *enclosingModule(const Location &L, const State &S) const;
   ValueFacts evaluateModuleCall(const Expr &E, const ModuleCall &MC,
                                 const State &S) const;
   ValueFacts evaluateOptions(const Expr *E, const State &S) const;

@@ -79,6 +79,11 @@ ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
   const ValueFacts *F = S.lookup(L);
   if (F)
     return F->Empty ? ValueFacts() : *F;
+  if (const ValueFacts *Module = enclosingModule(L, S)) {
+    ValueFacts Moved;
+    Moved.Device = {Module->Device.Value, Module->Device.Origin};
+    return Moved;
+  }
   if (L.Kind == Location::Global && !L.Depth)
     if (const auto *Global = dyn_cast<VarDecl>(L.Root))
       return Program.globalFacts(*Global);

@@ -438,7 +438,7 @@ public:
   torch::Tensor decode(const torch::Tensor &features, size_t level) {
     auto [deltas, scores] = heads_->forward(features);
     return deltas + anchors_[level];
-    // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: operator '+' combines 'deltas' on 'device' {{.*}} with 'anchors_[level]' on CPU{{.*}}[torch-device-mismatch]
+    // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: operator '+' combines 'deltas' on 'device'{{.*}} with 'anchors_[level]' on CPU{{.*}}[torch-device-mismatch]
   }
 
 private:

@@ -387,3 +387,40 @@ int run_controller() {
   Controller::train(net, opt);
   return 0;
 }
+
+// A module's own method that runs a submodule: the submodule moves with the
+// module, so the output is on the module's device.
+struct ScorerNetImpl : torch::nn::Module {
+  ScorerNetImpl() : fc(register_module("fc", torch::nn::Linear(4, 1))) {}
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::Tensor training_loss(torch::Tensor x) { return fc(x).mean(); }
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(ScorerNet);
+void fit_scorer(torch::Device device) {
+  ScorerNet net;
+  net->to(device);
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  double total = 0;
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->training_loss(torch::randn({8, 4}, device));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    total += loss.item<double>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+  }
+}
+// The same module left on the CPU: silent.
+void fit_scorer_on_cpu() {
+  ScorerNet net;
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  double total = 0;
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->training_loss(torch::randn({8, 4}));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    total += loss.item<double>();
+  }
+}
