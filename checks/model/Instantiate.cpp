@@ -103,7 +103,8 @@ Sourced<T> FlowModel::throughCall(const Sourced<T> &InCallee,
 
 Sourced<DeviceValue>
 FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
-                       const ResolvedCall &Call, const State &S) const {
+                       const ResolvedCall &Call, const State &S,
+                       const State *After) const {
   // Two entry values an operation combined: as the operation would decide
   // with the callers' facts (a known device over an unknown one, but not a
   // CPU tensor that may be a 0-dim scalar).
@@ -111,8 +112,8 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
     Sourced<DeviceValue> One = InCallee, Two = InCallee;
     One.AlsoEntry = Two.AlsoEntry = nullptr;
     Two.Entry = InCallee.AlsoEntry;
-    Sourced<DeviceValue> A = instantiate(One, Call, S);
-    Sourced<DeviceValue> B = instantiate(Two, Call, S);
+    Sourced<DeviceValue> A = instantiate(One, Call, S, After);
+    Sourced<DeviceValue> B = instantiate(Two, Call, S, After);
     auto Decides = [&](const Sourced<DeviceValue> &D, const ValueDecl &E) {
       return D.Value.isKnown() &&
              !(D.Value.isCPU() && entryValueAt(E, Call, S).MayBeZeroDim);
@@ -168,7 +169,7 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
   if (V.isSymbolic())
     if (const auto *Field = dyn_cast_or_null<FieldDecl>(V.holder()))
       if (Location L = callerLocation(Location::member(Field), Call))
-        if (const ValueFacts *F = S.lookup(L))
+        if (const ValueFacts *F = (After ? *After : S).lookup(L))
           if (F->Device.Value.isKnown() && !F->Device.Value.isSymbolic())
             return F->Device;
   if (!V.isKnown())
@@ -177,10 +178,10 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
 }
 
 ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
-                                  const ResolvedCall &Call,
-                                  const State &S) const {
+                                  const ResolvedCall &Call, const State &S,
+                                  const State *After) const {
   ValueFacts R = InCallee;
-  R.Device = instantiate(InCallee.Device, Call, S);
+  R.Device = instantiate(InCallee.Device, Call, S, After);
   // A copy pending if the callers pass a CUDA tensor: this call decides, or
   // hands the question on to its own callers.
   if (InCallee.PendingIf) {

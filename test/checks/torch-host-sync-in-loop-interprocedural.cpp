@@ -424,3 +424,36 @@ void fit_scorer_on_cpu() {
     total += loss.item<double>();
   }
 }
+
+// A device member chosen at run time by an initialiser that its caller runs
+// first: after that call the member holds a device variable, not what the
+// constructor put there.
+class Segmenter {
+public:
+  void initialize(int gpu_id) {
+    device_ = gpu_id >= 0 ? torch::Device(torch::kCUDA, gpu_id)
+                          : torch::Device(torch::kCPU);
+    net_->to(device_);
+  }
+  void train(int epochs) {
+    torch::optim::SGD opt(net_->parameters(), 0.1);
+    float total = 0;
+    for (int e = 0; e < epochs; ++e) {
+      auto loss = net_->forward(torch::randn({2, 4}).to(device_)).sum();
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      total += loss.item<float>();
+      // CHECK-MESSAGES: :[[@LINE-1]]:21: warning: 'loss.item<float>()' synchronises the host with the GPU on every training step where 'device_' is CUDA{{.*}}[torch-host-sync-in-loop]
+    }
+  }
+
+private:
+  torch::Device device_ = torch::Device(torch::kCPU);
+  Net net_;
+};
+void segment(int gpu_id) {
+  Segmenter s;
+  s.initialize(gpu_id);
+  s.train(3);
+}
