@@ -66,10 +66,10 @@ const EntryContext &ProgramModel::entryContext(const FunctionDecl &F) {
   if (ContextsInProgress.contains(Key))
     return Nothing;
   ContextsInProgress.insert(Key);
-  unsigned Cuts = BuildCuts;
+  Cuts Before = cuts();
   EntryContext C = computeEntryContext(F);
   ContextsInProgress.erase(Key);
-  if (!keepable(Cuts) || !C.Complete) {
+  if (!keepable(Before) || !C.Complete) {
     TransientContexts.push_back(std::make_unique<EntryContext>(std::move(C)));
     return *TransientContexts.back();
   }

@@ -469,6 +469,19 @@ void FlowAnalysis::reportCap(unsigned VisitsPerBlock) const {
   Report(Message);
 }
 
+void FlowAnalysis::reportBudget(const ASTContext &Ctx, FileID File,
+                                unsigned Budget) {
+  CapReporter Report = CapReport;
+  if (!Report)
+    return;
+  OptionalFileEntryRef Entry = Ctx.getSourceManager().getFileEntryRefForID(File);
+  Report(llvm::formatv("{0}: the dataflow analysis stopped after {1} function "
+                       "analyses for the code of this file; the "
+                       "flow-sensitive checks report nothing more in it",
+                       Entry ? Entry->getName() : "<unknown>", Budget)
+             .str());
+}
+
 void FlowAnalysis::replay(Observer Visit) const {
   for (const CFGBlock *Block : ReversePostOrder) {
     const std::optional<State> &In = BlockEntry[Block->getBlockID()];

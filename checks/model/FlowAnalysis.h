@@ -50,6 +50,10 @@ public:
   /// before analysing.
   using CapReporter = void (*)(llvm::StringRef Message);
   static void setCapReporter(CapReporter Report);
+  /// Says that the code of \p File ran out of its budget of \p Budget
+  /// function analyses.
+  static void reportBudget(const ASTContext &Ctx, FileID File,
+                           unsigned Budget);
 
   using Observer =
       llvm::function_ref<void(const Stmt &S, const State &Before)>;

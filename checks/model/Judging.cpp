@@ -420,6 +420,7 @@ const std::vector<Violation> &ProgramModel::violations(const Decl &Owner) {
   if (It != Violations.end())
     return It->second;
   std::vector<Violation> Found;
+  Paying Budget(*this, Owner);
   const FlowAnalysis *A = nullptr;
   if (const auto *Function = dyn_cast<FunctionDecl>(&Owner))
     A = analysis(*Function);

@@ -168,14 +168,27 @@ State ProgramModel::parametricEntry(const FunctionDecl &Function) {
   return Entry;
 }
 
+ProgramModel::Paying::Paying(ProgramModel &Program, const Decl &Owner)
+    : Program(Program), Saved(Program.ReportingFile) {
+  if (Saved.isValid())
+    return;
+  const SourceManager &SM = Program.Ctx.getSourceManager();
+  Program.ReportingFile = SM.getFileID(SM.getExpansionLoc(Owner.getLocation()));
+}
+
 std::unique_ptr<FlowAnalysis> ProgramModel::analyse(const FunctionDecl &Function,
                                                     State Entry) {
   // A cycle of classes and methods in a large template library (toml++)
   // is analysed again at each visit, and its analyses are not kept: past
   // the budget, a function is not analysed (its calls are opaque).
-  if (AnalysesRun >= MaxAnalysesPerTU)
+  unsigned &Run = AnalysesRun[ReportingFile];
+  if (Run >= MaxAnalysesPerFile) {
+    ++BudgetCuts;
+    if (Run++ == MaxAnalysesPerFile)
+      FlowAnalysis::reportBudget(Ctx, ReportingFile, MaxAnalysesPerFile);
     return nullptr;
-  ++AnalysesRun;
+  }
+  ++Run;
   return FlowAnalysis::run(Function, *this, std::move(Entry));
 }
 
@@ -184,7 +197,7 @@ ProgramModel::summaryAnalysis(const FunctionDecl &Function) {
   auto It = SummaryAnalyses.find(&Function);
   if (It == SummaryAnalyses.end()) {
     std::unique_ptr<FlowAnalysis> A;
-    unsigned Cuts = BuildCuts;
+    Cuts Before = cuts();
     if (isAnalyzable(Function)) {
       InProgress.insert(Function.getCanonicalDecl());
       ++Depth;
@@ -192,7 +205,7 @@ ProgramModel::summaryAnalysis(const FunctionDecl &Function) {
       --Depth;
       InProgress.erase(Function.getCanonicalDecl());
     }
-    if (!keepable(Cuts)) {
+    if (!keepable(Before)) {
       TransientAnalyses.push_back(std::move(A));
       const FlowAnalysis *T = TransientAnalyses.back().get();
       return T && T->converged() ? T : nullptr;
@@ -215,16 +228,17 @@ const FlowAnalysis *ProgramModel::analysis(const FunctionDecl &Function) {
   }
   if (!isAnalyzable(Function))
     return nullptr;
+  Paying Budget(*this, Function);
   // Reserve the slot: a caller's analysis that asks for this function's
   // context does not come back here.
   ContextAnalyses.try_emplace(&Function, nullptr);
   AnalysesUnderWay.insert(&Function);
-  unsigned Cuts = BuildCuts;
+  Cuts Before = cuts();
   const EntryContext &Context = entryContext(Function);
   std::unique_ptr<FlowAnalysis> A = analyse(Function, Context.Entry);
   AnalysesUnderWay.erase(&Function);
   const FlowAnalysis *Result = A && A->converged() ? A.get() : nullptr;
-  if (!keepable(Cuts) || !Context.Complete) {
+  if (!keepable(Before) || !Context.Complete) {
     ContextAnalyses.erase(&Function);
     TransientAnalyses.push_back(std::move(A));
     return Result;
@@ -251,7 +265,7 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
     ++BuildCuts;
     return nullptr;
   }
-  unsigned Cuts = BuildCuts;
+  Cuts Before = cuts();
   std::optional<FunctionSummary> Result;
   if (const FunctionDecl *Definition = definitionOf(F)) {
     if (!isRecursive(F) && isAnalyzable(*Definition))
@@ -262,7 +276,7 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
     if (Config.External)
       Result = Config.External->lookup(F, *this);
   }
-  if (!keepable(Cuts)) {
+  if (!keepable(Before)) {
     if (!Result)
       return nullptr;
     TransientSummaries.push_back(

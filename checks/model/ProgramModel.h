@@ -298,10 +298,28 @@ private:
       Summaries; // null: no summary
   llvm::DenseSet<const FunctionDecl *> InProgress, AnalysesUnderWay;
   unsigned Depth = 0;
-  /// Function analyses run in this TU; a realistic TU runs tens to
-  /// hundreds.
-  unsigned AnalysesRun = 0;
-  static constexpr unsigned MaxAnalysesPerTU = 4000;
+  /// Function analyses run for the code of each file of the TU (what the
+  /// checks report in it, and what that needs); a realistic file runs tens
+  /// to hundreds. Per file, so that a header library that exhausts its
+  /// budget (toml++, nlohmann/json as a user header) leaves the rest of
+  /// the TU analysed.
+  llvm::DenseMap<FileID, unsigned> AnalysesRun;
+  FileID ReportingFile;
+  /// While it lives, the analyses run for a request about Owner are paid
+  /// from the budget of its file (of the outermost request's, when one is
+  /// under way).
+  class Paying {
+  public:
+    Paying(ProgramModel &Program, const Decl &Owner);
+    ~Paying() { Program.ReportingFile = Saved; }
+    Paying(const Paying &) = delete;
+    Paying &operator=(const Paying &) = delete;
+
+  private:
+    ProgramModel &Program;
+    FileID Saved;
+  };
+  static constexpr unsigned MaxAnalysesPerFile = 4000;
   llvm::DenseMap<const FunctionDecl *, std::unique_ptr<EntryContext>> Contexts;
   llvm::DenseSet<const FunctionDecl *> ContextsInProgress;
   std::unordered_map<const Decl *, std::vector<Violation>> Violations;
@@ -315,9 +333,17 @@ private:
   /// with one of them is not kept while a build is under way: it is
   /// recomputed once the class state is known.
   mutable unsigned BuildCuts = 0;
-  bool keepable(unsigned CutsBefore) const {
-    return BuildCuts == CutsBefore || Building.empty();
+  /// What was answered short so far: while a class was built, and for want
+  /// of budget. An answer computed from a short one is not kept.
+  struct Cuts {
+    unsigned Build = 0, Budget = 0;
+  };
+  Cuts cuts() const { return {BuildCuts, BudgetCuts}; }
+  bool keepable(Cuts Before) const {
+    return (BuildCuts == Before.Build || Building.empty()) &&
+           BudgetCuts == Before.Budget;
   }
+  unsigned BudgetCuts = 0;
   std::vector<std::unique_ptr<FlowAnalysis>> TransientAnalyses;
   std::vector<std::unique_ptr<FunctionSummary>> TransientSummaries;
   std::vector<std::unique_ptr<EntryContext>> TransientContexts;
