@@ -285,6 +285,13 @@ bool returnsNoGraph(llvm::StringRef Name) {
       .Default(false);
 }
 
+bool returnsValuesAndIndices(llvm::StringRef Name) {
+  return llvm::StringSwitch<bool>(Name)
+      .Cases("max", "min", "topk", "sort", "kthvalue", "mode", true)
+      .Cases("median", "nanmedian", "cummax", "cummin", true)
+      .Default(false);
+}
+
 bool isDataIteratorType(QualType T) {
   const auto *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
   return RD && templateOrRecordName(RD) == "torch::data::Iterator";

@@ -318,6 +318,21 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       }
       return;
     }
+    // `auto [values, indices] = t.topk(k)`: each tensor of a LibTorch
+    // tuple, computed where its operands are.
+    if (RD && isStdClass(RD, "tuple")) {
+      llvm::SmallVector<std::pair<unsigned, ValueFacts>, 2> Elements;
+      for (unsigned I = 0; std::optional<ValueFacts> F =
+                               tensorTupleElement(*Stripped, I, St);
+           ++I)
+        Elements.push_back({I, *F});
+      if (!Elements.empty()) {
+        St.forgetTree(L);
+        for (auto &[I, F] : Elements)
+          St.set(L.child(Selector::tupleElement(I)), F);
+        return;
+      }
+    }
     if ((isTupleLike(Type) || (RD && !isTensorType(Type) &&
                                !isModuleHandleType(Type) &&
                                !isDeviceType(Type) &&

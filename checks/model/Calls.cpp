@@ -296,8 +296,10 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
 bool FlowModel::isBlockingDeviceRead(const CallExpr &Call,
                                      const State &S) const {
   HostSync Sync;
+  // On a device variable: when it holds CUDA the read waits for the stream,
+  // and when it does not, no copy from it was asynchronous.
   return matchHostSync(Call, S, Sync) && Sync.How == HostSync::Read &&
-         evaluate(Sync.Tensor, S).Device.Value.isCUDA();
+         evaluate(Sync.Tensor, S).Device.Value.mayBeCUDA();
 }
 
 /// The module a call moves, switches or loads into: `net->to(d)`,

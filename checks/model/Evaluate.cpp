@@ -349,6 +349,20 @@ ValueFacts FlowModel::evaluateConstruction(const CXXConstructExpr &E,
   return F;
 }
 
+std::optional<ValueFacts>
+FlowModel::tupleGetOfTensorCall(const CallExpr &Call, const State &S) const {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || !FD->isInStdNamespace() || !FD->getIdentifier() ||
+      FD->getName() != "get" || Call.getNumArgs() != 1)
+    return std::nullopt;
+  const TemplateArgumentList *Args = FD->getTemplateSpecializationArgs();
+  if (!Args || Args->size() < 1 ||
+      (*Args)[0].getKind() != TemplateArgument::Integral)
+    return std::nullopt;
+  return tensorTupleElement(
+      *Call.getArg(0), unsigned((*Args)[0].getAsIntegral().getZExtValue()), S);
+}
+
 ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
                                    const State &S) const {
   ValueFacts F;
@@ -365,6 +379,8 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
     }
   } else if (!Method.empty()) {
     F = evaluateTensorMethod(Call, Method, S);
+  } else if (std::optional<ValueFacts> Element = tupleGetOfTensorCall(Call, S)) {
+    F = *Element; // `std::get<0>(t.max(1))`
   } else if (FD) {
     if (isTensorFactory(*FD, options())) {
       F = evaluateFactory(Call, S);

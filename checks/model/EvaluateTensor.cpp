@@ -13,6 +13,7 @@
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
+#include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -303,6 +304,60 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     }
   } else if (Call.getType()->isBooleanType() || Call.getType()->isIntegerType()) {
     // `.item<bool>()`, `.numel()`: host scalars.
+  }
+  return F;
+}
+
+std::optional<ValueFacts>
+FlowModel::tensorTupleElement(const Expr &E, unsigned Index,
+                              const State &S) const {
+  const auto *Call = dyn_cast<CallExpr>(stripConversions(&E));
+  const auto *Tuple = Call ? dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+                                 Call->getType()->getAsCXXRecordDecl())
+                           : nullptr;
+  if (!Tuple || !isStdClass(Tuple, "tuple") ||
+      Tuple->getTemplateArgs().size() != 1 ||
+      Tuple->getTemplateArgs()[0].getKind() != TemplateArgument::Pack)
+    return std::nullopt;
+  llvm::ArrayRef<TemplateArgument> Elements =
+      Tuple->getTemplateArgs()[0].pack_elements();
+  if (Index >= Elements.size() ||
+      Elements[Index].getKind() != TemplateArgument::Type ||
+      !isTensorType(Elements[Index].getAsType()))
+    return std::nullopt;
+  // The element is computed where the operands are, as a method's or a
+  // function's tensor result is.
+  llvm::StringRef Name = tensorMethodName(*Call);
+  ValueFacts Source;
+  if (!Name.empty()) {
+    Source = evaluate(memberCallObject(*Call), S);
+  } else {
+    const FunctionDecl *FD = Call->getDirectCallee();
+    if (!FD || !FD->getIdentifier() || !isTorchFunction(*FD))
+      return std::nullopt;
+    Name = FD->getName();
+    llvm::SmallVector<const Expr *, 4> Operands;
+    for (const Expr *Arg : Call->arguments())
+      if (isTensorType(Arg->getType()))
+        Operands.push_back(Arg);
+    if (Operands.empty())
+      return std::nullopt;
+    Source = evaluateOperator(*Call, Operands, S);
+  }
+  SourceLocation Loc = Call->getExprLoc();
+  ValueFacts F;
+  F.Device = Source.Device;
+  F.FromDeviceConflict = Source.FromDeviceConflict;
+  if (F.Device.Value.isCPU())
+    F.Pin = {Pinning::Pageable, Loc};
+  // Which elements are values (with the operands' graph) is known only for
+  // (values, indices) results; any other element's graph stays unknown.
+  if (S.path().Grad == GradMode::Disabled ||
+      (returnsValuesAndIndices(Name) && Index == 1)) {
+    F.Graph = {GraphState::NoGraph, Loc};
+  } else if (returnsValuesAndIndices(Name) && Index == 0) {
+    F.Graph = Source.Graph;
+    F.GraphSources = Source.GraphSources;
   }
   return F;
 }

@@ -163,7 +163,8 @@ public:
   //===--- Queries ---------------------------------------------------------===//
 
   /// Whether a tensor read at \p Call completes earlier non-blocking
-  /// copies: a blocking read of a CUDA tensor waits for its stream.
+  /// copies: a blocking read of a tensor that may be on CUDA waits for its
+  /// stream.
   bool isBlockingDeviceRead(const CallExpr &Call, const State &S) const;
   /// Whether \p Call makes the host wait for the device, whatever the
   /// tensor's device (HostReads.cpp).
@@ -212,8 +213,16 @@ public:
   /// constructor moves it, in training mode.
   ValueFacts newModuleFacts(QualType ModuleType, SourceLocation Loc) const;
 
+  /// Element `Index` of the tuple of tensors that a LibTorch function or
+  /// tensor method returns (`t.topk(k)`, `torch::max(t, 1)`); none when `E`
+  /// is no such call.
+  std::optional<ValueFacts> tensorTupleElement(const Expr &E, unsigned Index,
+                                               const State &S) const;
+
 private:
   ValueFacts evaluateCall(const CallExpr &Call, const State &S) const;
+  std::optional<ValueFacts> tupleGetOfTensorCall(const CallExpr &Call,
+                                                 const State &S) const;
   ValueFacts evaluateTensorMethod(const CallExpr &Call, llvm::StringRef Name,
                                   const State &S) const;
   ValueFacts evaluateConversion(const CallExpr &Call, const ValueFacts &Source,

@@ -357,3 +357,21 @@ void normalise_twice(torch::Device device) {
   // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: operator '-' combines 'batch' on 'device' with 'mean' on CPU{{.*}}[torch-device-mismatch]
   auto y = x + torch::randn({4, 3, 8, 8}, device);
 }
+
+// The tensors of a (values, indices) tuple are computed where the receiver
+// is, whether bound by std::get, a structured binding or a tuple variable.
+void beam_scores(torch::Device device) {
+  auto logits = torch::randn({4, 16}, device);
+  auto penalty = torch::randn({4});
+  auto [best, index] = logits.topk(4);
+  auto a = best / penalty;
+  // CHECK-MESSAGES: :[[@LINE-1]]:17: warning: operator '/' combines 'best' on 'device' with 'penalty' on CPU{{.*}}[torch-device-mismatch]
+  auto b = std::get<0>(logits.max(1)) + penalty;
+  // CHECK-MESSAGES: :[[@LINE-1]]:39: warning: operator '+' combines 'std::get<0>(logits.max(1))' on 'device' with 'penalty' on CPU{{.*}}[torch-device-mismatch]
+  auto sorted = logits.sort(1);
+  auto c = std::get<1>(sorted) * penalty;
+  // CHECK-MESSAGES: :[[@LINE-1]]:32: warning: operator '*' combines 'std::get<1>(sorted)' on 'device' with 'penalty' on CPU{{.*}}[torch-device-mismatch]
+  auto d = best / penalty.to(device);
+  auto host = torch::randn({4, 16});
+  auto e = std::get<0>(host.topk(2)) + penalty;
+}

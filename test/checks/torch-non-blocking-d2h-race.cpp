@@ -260,3 +260,37 @@ float read_a_synchronised_download() {
   torch::cuda::synchronize();
   return h.item<float>();
 }
+
+// The indices of a (values, indices) tuple are on the receiver's device: a
+// non-blocking copy of them to the host is pending.
+int64_t read_topk_indices() {
+  auto scores = torch::randn({64}, torch::kCUDA);
+  auto host = std::get<1>(scores.topk(8)).to(torch::kCPU, /*non_blocking=*/true);
+  return host.data_ptr<int64_t>()[0];
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: 'host' is read on the host before the non-blocking device-to-host copy that produced it has completed; {{.*}}[torch-non-blocking-d2h-race]
+}
+
+int64_t read_topk_indices_of_a_host_tensor() {
+  auto scores = torch::randn({64});
+  auto [values, index] = scores.topk(8);
+  auto host = index.to(torch::kCPU, /*non_blocking=*/true);
+  return host.data_ptr<int64_t>()[0];
+}
+
+// A blocking read of a tensor on a device variable waits for the stream the
+// copy is queued on; where the variable holds the CPU, no copy was
+// asynchronous.
+float read_after_a_blocking_read(torch::Device device) {
+  auto d = torch::randn({8}, device);
+  auto h = d.to(torch::kCPU, /*non_blocking=*/true);
+  auto labels = d.argmax().to(torch::kCPU);
+  return h.item<float>();
+}
+
+float read_with_no_blocking_read(torch::Device device) {
+  auto d = torch::randn({8}, device);
+  auto h = d.to(torch::kCPU, /*non_blocking=*/true);
+  auto labels = d.argmax();
+  return h.item<float>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: 'h' is read on the host before the non-blocking device-to-host copy that produced it has completed; {{.*}}[torch-non-blocking-d2h-race]
+}

@@ -3,6 +3,7 @@
 #include <c10/core/TensorOptions.h>
 #include <c10/util/Optional.h>
 #include <ostream>
+#include <tuple>
 #include <vector>
 
 namespace at {
@@ -98,6 +99,9 @@ public:
   Tensor reshape(IntArrayRef shape) const;
   Tensor reshape_symint(c10::SymIntArrayRef shape) const;
   Tensor argmax(c10::optional<int64_t> dim = c10::nullopt, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   Tensor eq(const Tensor &other) const;
   Tensor matmul(const Tensor &other) const;
   Tensor add(const Tensor &other, const Scalar &alpha = 1) const;
