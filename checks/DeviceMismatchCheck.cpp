@@ -55,6 +55,9 @@ public:
         continue;
       Out.Operands.push_back(
           {M.evaluate(E, St), quotedSource(E, Ctx, "operand"), E});
+      // An output is written where the op computes, 0-dim or not.
+      if (Op.InPlace && I == 0)
+        Out.Operands.back().Facts.MayBeZeroDim = false;
     }
     Out.What = Op.What;
     Out.Flags = (Op.IsModuleCall ? ModuleCallFlag : 0) |

@@ -142,9 +142,15 @@ bool isScalarFactoryCall(const CallExpr &Call) {
     return true;
   if (FD->getName() != "tensor" || Call.getNumArgs() == 0)
     return false;
-  // torch::tensor(3.0) is 0-dim; torch::tensor({1, 2}) is not.
+  // torch::tensor(3.0) is 0-dim; torch::tensor({1, 2}) and
+  // torch::tensor(values) of a std::vector or an array are not.
   const Expr *Data = stripConversions(Call.getArg(0));
-  return !isa<InitListExpr, CXXStdInitializerListExpr>(Data);
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(Data);
+      Construct && Construct->getNumArgs() == 1)
+    Data = stripConversions(Construct->getArg(0));
+  QualType T = Data->getType().getNonReferenceType();
+  return !isa<InitListExpr, CXXStdInitializerListExpr>(Data) &&
+         !T->isArrayType() && !T->isRecordType();
 }
 
 bool isLossFunction(const FunctionDecl &FD) {
@@ -462,12 +468,18 @@ bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out) {
                       K == OO_Slash || K == OO_PlusEqual ||
                       K == OO_MinusEqual || K == OO_StarEqual ||
                       K == OO_SlashEqual;
-    if (!Arithmetic || Op->getNumArgs() != 2)
+    // `pred == labels`: a comparison computes element-wise too.
+    bool Comparison = K == OO_EqualEqual || K == OO_ExclaimEqual ||
+                      K == OO_Less || K == OO_Greater || K == OO_LessEqual ||
+                      K == OO_GreaterEqual;
+    if (!(Arithmetic || Comparison) || Op->getNumArgs() != 2)
       return false;
     Out = {};
     Out.What = std::string("operator '") + getOperatorSpelling(K) + "'";
     Out.Operands = {Op->getArg(0), Op->getArg(1)};
     Out.Elementwise = true;
+    Out.InPlace = K == OO_PlusEqual || K == OO_MinusEqual ||
+                  K == OO_StarEqual || K == OO_SlashEqual;
     return true;
   }
   const auto *Call = dyn_cast<CallExpr>(E);

@@ -141,6 +141,9 @@ struct DeviceOperation {
   bool IsModuleCall = false;
   /// Element-wise: a 0-dim CPU operand is allowed next to CUDA ones.
   bool Elementwise = false;
+  /// In place (`a += b`): the first operand is the output, which takes no
+  /// 0-dim CPU exception.
+  bool InPlace = false;
 };
 /// Recognises a module call, a tensor arithmetic operator or a multi-tensor
 /// function.

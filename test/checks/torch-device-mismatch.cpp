@@ -375,3 +375,31 @@ void beam_scores(torch::Device device) {
   auto host = torch::randn({4, 16});
   auto e = std::get<0>(host.topk(2)) + penalty;
 }
+
+// torch::tensor(values) of a std::vector is one-dimensional, not a 0-dim
+// scalar that may meet any device.
+void host_rewards(torch::Device device, const std::vector<float> &rewards) {
+  auto q = torch::randn({2}, device);
+  auto r = torch::tensor(rewards);
+  auto target = r + q;
+  // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: operator '+' combines 'r' on CPU with 'q' on 'device'{{.*}}[torch-device-mismatch]
+  auto scale = torch::tensor(0.5f);
+  auto scaled = scale * q;
+  auto moved = torch::tensor(rewards).to(device) + q;
+}
+
+// A comparison computes element-wise on its operands' device; an in-place
+// op writes its output where it computes, so a CPU output takes no 0-dim
+// exception.
+void accuracy_and_average(torch::Device device, std::vector<torch::Tensor> &avg) {
+  auto logits = torch::randn({8, 4}, device);
+  auto labels = torch::randn({8});
+  auto hits = logits.argmax(1) == labels;
+  // CHECK-MESSAGES: :[[@LINE-1]]:32: warning: operator '==' combines 'logits.argmax(1)' on 'device' with 'labels' on CPU{{.*}}[torch-device-mismatch]
+  auto total = torch::tensor(0.0f);
+  total += logits.sum();
+  // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: operator '+=' combines 'total' on CPU with 'logits.sum()' on 'device'{{.*}}[torch-device-mismatch]
+  auto moved_hits = logits.argmax(1) == labels.to(device);
+  auto count = torch::tensor(0.0f);
+  logits += count;
+}
