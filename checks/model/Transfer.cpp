@@ -287,7 +287,15 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
       // batch): what its old binding held goes.
       if (VD->getType()->isReferenceType())
         St.forgetTree(Location::local(VD));
-      if (!isTracked(VD) || VD->getType()->isReferenceType() ||
+      // A reference bound to a temporary owns it (`auto &&__range` of
+      // `for (auto &x : make_clips())`): it holds the value.
+      const Expr *Init = VD->getInit();
+      if (const auto *EWC = dyn_cast_or_null<ExprWithCleanups>(Init))
+        Init = EWC->getSubExpr();
+      bool OwnsTemporary =
+          Init && isa<MaterializeTemporaryExpr>(Init->IgnoreParens());
+      if (!isTracked(VD) ||
+          (VD->getType()->isReferenceType() && !OwnsTemporary) ||
           !VD->hasLocalStorage())
         continue;
       assign(Location::local(VD), VD->getType(), VD->getInit(),

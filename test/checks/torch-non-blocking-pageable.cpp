@@ -172,3 +172,25 @@ void options_without_device() {
   auto x = torch::randn({8});
   auto y = x.to(torch::TensorOptions().dtype(torch::kHalf), true);
 }
+
+// A range-for over a container that a helper returns walks its elements: the
+// hidden reference owns the returned temporary.
+std::vector<torch::Tensor> make_clips(int n) {
+  std::vector<torch::Tensor> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back(torch::randn({8, 40}));
+  return out;
+}
+std::vector<torch::Tensor> make_pinned_clips(int n) {
+  std::vector<torch::Tensor> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back(torch::randn({8, 40}).pin_memory());
+  return out;
+}
+void upload_returned_clips(torch::Device device) {
+  for (const auto &clip : make_clips(4))
+    auto x = clip.to(device, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: non_blocking copy of 'clip'{{.*}}[torch-non-blocking-pageable]
+  for (const auto &clip : make_pinned_clips(4))
+    auto x = clip.to(device, /*non_blocking=*/true);
+}
