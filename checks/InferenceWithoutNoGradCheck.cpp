@@ -17,7 +17,7 @@ namespace clang::tidy::torch {
 
 namespace {
 
-enum : unsigned { InsideModule = 1 };
+enum : unsigned { InsideModuleForward = 1 };
 
 class ForwardWithoutGraphUse : public Requirement {
 public:
@@ -31,12 +31,13 @@ public:
         !matchModuleCall(*Call, MC))
       return false;
     Out.Operands.push_back({M.evaluate(MC.Module, St), "", MC.Module});
-    // A submodule's forward inside a module's own method runs when that
-    // method runs, and calling it is a forward of its own.
+    // A submodule's forward inside a module's own forward runs when that
+    // forward runs, and calling it is a forward of its own. Another method
+    // (a validation_step hook) is no forward: its callers call no module.
     if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(M.function());
-        Method && !isa<CXXConstructorDecl>(Method) &&
+        Method && Method->getIdentifier() && Method->getName() == "forward" &&
         isModuleHandleType(M.context().getRecordType(Method->getParent())))
-      Out.Flags = InsideModule;
+      Out.Flags = InsideModuleForward;
     return true;
   }
 
@@ -73,9 +74,9 @@ void InferenceWithoutNoGradCheck::storeOptions(
 
 void InferenceWithoutNoGradCheck::report(const Violation &V,
                                          ProgramModel &Program) {
-  // A module method's own forwards run when its caller's forward does: that
-  // call is the report.
-  if (V.FromCallee && (V.Match.Flags & InsideModule))
+  // A module's forward runs its submodules' forwards when its caller's
+  // forward does: that call is the report.
+  if (V.FromCallee && (V.Match.Flags & InsideModuleForward))
     return;
   const Stmt *Forward = V.Context.At ? V.Context.At : V.Site;
   // The output meets a backward, or leaves where the analysis can follow.

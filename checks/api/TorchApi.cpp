@@ -428,6 +428,19 @@ bool matchModuleCall(const Expr &E, ModuleCall &Out) {
     Out.Inputs.assign(Call->arg_begin(), Call->arg_end());
     return true;
   }
+  // `forward(x)` in another method of the module (a training_step hook):
+  // the module's own forward.
+  if (const auto *MC = dyn_cast<CXXMemberCallExpr>(Call)) {
+    const CXXMethodDecl *MD = MC->getMethodDecl();
+    const Expr *Object = MC->getImplicitObjectArgument();
+    if (MD && MD->getIdentifier() && MD->getName() == "forward" &&
+        derivesFromModule(MD->getParent()) && Object &&
+        isa<CXXThisExpr>(Object->IgnoreParenImpCasts())) {
+      Out.Module = Object->IgnoreParenImpCasts();
+      Out.Inputs.assign(Call->arg_begin(), Call->arg_end());
+      return true;
+    }
+  }
   const auto *Op = dyn_cast<CXXOperatorCallExpr>(Call);
   if (!Op || Op->getOperator() != OO_Call || Op->getNumArgs() == 0)
     return false;

@@ -143,7 +143,7 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
     // A virtual call of uncertain target: each override the TU defines in
     // a class of the object's may run, and owes its obligations here.
     if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
-        Member && !certainCallee(*Call))
+        Member && !P.calleeOf(*Call))
       if (const auto *Method =
               dyn_cast_or_null<CXXMethodDecl>(Call->getDirectCallee())) {
         const CXXRecordDecl *Static = Member->getRecordDecl();

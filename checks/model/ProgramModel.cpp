@@ -289,12 +289,32 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
   return Slot.get();
 }
 
+const FunctionDecl *ProgramModel::calleeOf(const CallExpr &Call) {
+  if (const FunctionDecl *Certain = certainCallee(Call))
+    return Certain;
+  const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Call.getDirectCallee());
+  if (!Method || !isa<CXXMemberCallExpr>(Call))
+    return nullptr;
+  // Only one definition can run when every class that may override it is
+  // in view: its class is the main file's, which no other TU includes.
+  const SourceManager &SM = Ctx.getSourceManager();
+  if (!SM.isInMainFile(SM.getExpansionLoc(Method->getParent()->getLocation())))
+    return nullptr;
+  const FunctionDecl *Only = Method->getDefinition();
+  for (const FunctionDecl *Override : overridersOf(*Method)) {
+    if (Only && Only != Override)
+      return nullptr;
+    Only = Override;
+  }
+  return Only;
+}
+
 const FunctionSummary *ProgramModel::summaryForCall(const Expr &E) {
   const FunctionDecl *Callee = nullptr;
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(&E)) {
     Callee = Construct->getConstructor();
   } else if (const auto *Call = dyn_cast<CallExpr>(&E)) {
-    Callee = certainCallee(*Call);
+    Callee = calleeOf(*Call);
   }
   if (!Callee || isLibraryFunction(*Callee))
     return nullptr;

@@ -176,6 +176,10 @@ public:
 
   //===--- Summaries and contexts ------------------------------------------===//
 
+  /// The function \p Call runs: its callee, or for a virtual call the one
+  /// definition that can run (certainCallee, or the only one in view when
+  /// the main file defines the class); null when not known.
+  const FunctionDecl *calleeOf(const CallExpr &Call);
   /// The summary of the function \p Call runs (a CallExpr or
   /// CXXConstructExpr), or null when nothing is known about it.
   const FunctionSummary *summaryForCall(const Expr &Call);

@@ -101,7 +101,7 @@ ResolvedCall FlowModel::resolve(const Expr &E) const {
       R.Arguments.assign(Args.begin(), Args.end());
       return R;
     }
-  R.Callee = certainCallee(*Call);
+  R.Callee = Program.calleeOf(*Call);
   R.Arguments.assign(Args.begin(), Args.end());
   return R;
 }

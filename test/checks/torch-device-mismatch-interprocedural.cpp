@@ -218,8 +218,12 @@ void recursion_is_unknown() {
   a + recursive(3);
 }
 
+// A virtual call that may run either of two definitions: unknown.
 struct Source {
   virtual torch::Tensor get() { return torch::zeros({4}); }
+};
+struct GpuSource : Source {
+  torch::Tensor get() override { return torch::zeros({4}).cuda(); }
 };
 
 void virtual_calls_are_unknown(Source &source) {

@@ -410,3 +410,43 @@ double evaluate_after_calibration(torch::nn::Linear &net,
   // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard{{.*}}[torch-inference-without-no-grad]
   return total;
 }
+
+// A Lightning-style module: the framework calls its virtual hooks through
+// the base class. A virtual call whose only definition this file shows runs
+// that definition, and a hook's own forward (not a module's forward) is
+// reported where the hook runs it.
+struct HookBatch {
+  torch::Tensor x;
+};
+class HookModule : public torch::nn::Module {
+public:
+  virtual torch::Tensor training_step(const HookBatch &b) = 0;
+  virtual double validation_step(const HookBatch &b) = 0;
+  virtual double test_step(const HookBatch &b) = 0;
+};
+class HookClassifier : public HookModule {
+public:
+  HookClassifier() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
+  torch::Tensor forward(const torch::Tensor &x) { return fc(x); }
+  torch::Tensor training_step(const HookBatch &b) override {
+    return forward(b.x).sum();
+  }
+  double validation_step(const HookBatch &b) override {
+    return forward(b.x).sum().item<double>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard{{.*}}[torch-inference-without-no-grad]
+  }
+  double test_step(const HookBatch &b) override {
+    return forward(b.x).sum().item<double>();
+  }
+  torch::nn::Linear fc{nullptr};
+};
+void fit_hooks(HookModule &m, const std::vector<HookBatch> &data) {
+  for (const auto &b : data)
+    m.training_step(b).backward();
+  double total = 0;
+  for (const auto &b : data)
+    total += m.validation_step(b);
+  torch::NoGradGuard no_grad;
+  for (const auto &b : data)
+    total += m.test_step(b);
+}

@@ -174,6 +174,7 @@ TEST(FunctionSummary, UnknownWhenNothingIsProven) {
             "}\n"
             "torch::Tensor declared();\n"
             "struct Source { virtual torch::Tensor get() { return torch::zeros({2}); } };\n"
+            "struct Cached : Source { torch::Tensor get() override { return torch::ones({2}); } };\n"
             "void use(Source &s) { s.get(); declared(); }\n");
   EXPECT_EQ(P.summary("f"), nullptr); // recursive
   const FunctionDecl *Declared = nullptr;
@@ -183,13 +184,30 @@ TEST(FunctionSummary, UnknownWhenNothingIsProven) {
         Declared = FD;
   ASSERT_TRUE(Declared);
   EXPECT_EQ(P.Model->summary(*Declared), nullptr);
-  // The virtual call has no summary; the method itself does.
+  // The virtual call with two definitions in view has no summary; the
+  // method itself does.
   auto Calls = match(
       cxxMemberCallExpr(callee(cxxMethodDecl(hasName("get")))).bind("c"),
       P.AST->getASTContext());
   ASSERT_EQ(Calls.size(), 1u);
   EXPECT_EQ(P.Model->summaryForCall(*Calls[0].getNodeAs<CallExpr>("c")),
             nullptr);
+}
+
+TEST(FunctionSummary, VirtualCallWithOneDefinitionRunsIt) {
+  // The classes are the main file's: no other TU derives from them, and
+  // only one definition of get() exists.
+  Program P("struct Source { virtual torch::Tensor get() = 0; };\n"
+            "struct Only : Source { torch::Tensor get() override { return torch::zeros({2}); } };\n"
+            "void use(Source &s) { s.get(); }\n");
+  auto Calls = match(
+      cxxMemberCallExpr(callee(cxxMethodDecl(hasName("get")))).bind("c"),
+      P.AST->getASTContext());
+  ASSERT_EQ(Calls.size(), 1u);
+  const FunctionSummary *S =
+      P.Model->summaryForCall(*Calls[0].getNodeAs<CallExpr>("c"));
+  ASSERT_TRUE(S);
+  EXPECT_TRUE(S->returned().Device.Value.isCPU());
 }
 
 TEST(FunctionSummary, TrainingFlags) {
