@@ -101,8 +101,11 @@ void InferenceWithoutNoGradCheck::report(const Violation &V,
             "torch::NoGradGuard; autograd records the graph and keeps every "
             "activation for a backward that never comes (evaluation or "
             "validation loop?)");
+  // The loop is the caller's, or the callee's own (reached from here).
   if (V.FromCallee)
-    diag(locationOf(V, /*InCallee=*/false), "called in the loop here",
+    diag(locationOf(V, /*InCallee=*/false),
+         V.FromCallee->Context.Loop.Loop == Loop ? "reached from here"
+                                                 : "called in the loop here",
          DiagnosticIDs::Note);
   diag(Loop,
        "this loop runs no backward() or optimizer step; declare "

@@ -142,3 +142,20 @@ int main() {
     opt.step();
   }
 }
+
+// The loop is the method's own; its caller reaches it once, outside any loop.
+struct LoopingEvaluator {
+  Net model;
+  void evaluate() {
+    for (int b = 0; b < 10; ++b) {
+      auto y = model->forward(torch::randn({2, 4}));
+      // CHECK-MESSAGES: :[[@LINE-1]]:16: warning: module forward in a loop that never calls backward(){{.*}}
+    }
+  }
+};
+void run_looping_evaluator() {
+  LoopingEvaluator e;
+  e.evaluate();
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: note: reached from here
+  // CHECK-MESSAGES: :[[@LINE-10]]:5: note: this loop runs no backward()
+}
