@@ -270,12 +270,18 @@ void ExternalSummaries::finishEntries() {
             LoopJSON = *Loop;
         }
         InLoop |= (Loop && Loop->get("loop")) || CallerInLoop;
-        // The first loop met names where the callee repeats, for notes.
+        // The first loop met names where the callee repeats, and whether
+        // it runs a backward, as a plain run's context keeps them.
         if (!LoopJSON.get("loop")) {
-          if (Loop && Loop->get("loop"))
-            LoopJSON["loop"] = *Loop->get("loop");
-          else if (CallerInLoop)
-            LoopJSON["loop"] = *Next.find(Caller)->second.LoopJSON.get("loop");
+          const llvm::json::Object *From =
+              Loop && Loop->get("loop") ? Loop
+              : CallerInLoop            ? &Next.find(Caller)->second.LoopJSON
+                                        : nullptr;
+          if (From) {
+            LoopJSON["loop"] = *From->get("loop");
+            if (std::optional<bool> Without = From->getBoolean("withoutBackward"))
+              LoopJSON["withoutBackward"] = *Without;
+          }
         }
         llvm::json::Array Values;
         if (const llvm::json::Array *Vs = C->getArray("values"))
