@@ -38,6 +38,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Allocator.h"
 #include "llvm/Support/StringSaver.h"
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -307,7 +308,9 @@ private:
   /// to hundreds. Per file, so that a header library that exhausts its
   /// budget (toml++, nlohmann/json as a user header) leaves the rest of
   /// the TU analysed.
-  llvm::DenseMap<FileID, unsigned> AnalysesRun;
+  /// (A std::map: DenseMap's empty key is the invalid FileID, which a
+  /// request outside any check's uses.)
+  std::map<FileID, unsigned> AnalysesRun;
   FileID ReportingFile;
   /// While it lives, the analyses run for a request about Owner are paid
   /// from the budget of its file (of the outermost request's, when one is
