@@ -204,6 +204,11 @@ llvm::json::Object FactWriter::pathFacts(const PathFacts &P) const {
         return U.second == CudaGuard::Unguarded;
       }))
     O["selected"] = true;
+  // One made where the callers decide: the same, when they did not check.
+  else if (llvm::any_of(P.UncheckedCuda, [](const auto &U) {
+             return U.second == CudaGuard::Entry;
+           }))
+    O["selectedIfUnchecked"] = true;
   return O;
 }
 

@@ -227,6 +227,7 @@ void ExternalSummaries::finishEntries() {
         llvm::StringRef Caller = C->getString("caller").value_or("");
         const llvm::json::Object *Path = C->getObject("path");
         PathFacts Here;
+        bool SelectedIfUnchecked = false;
         Here.Cuda = CudaGuard::Entry;
         Here.Grad = GradMode::Entry;
         if (Path) {
@@ -241,6 +242,8 @@ void ExternalSummaries::finishEntries() {
                                            : GradMode::Entry;
           Here.CountAtLeast = Path->getInteger("count").value_or(0);
           Here.CudaSelectedBefore = Path->getBoolean("selected").value_or(false);
+          SelectedIfUnchecked =
+              Path->getBoolean("selectedIfUnchecked").value_or(false);
         }
         const llvm::json::Array *CallerValues = nullptr;
         PathFacts CallerPath;
@@ -260,7 +263,9 @@ void ExternalSummaries::finishEntries() {
           Here.Cuda = CallerPath.Cuda;
         if (Here.Grad == GradMode::Entry)
           Here.Grad = CallerPath.Grad;
-        Here.CudaSelectedBefore |= CallerPath.CudaSelectedBefore;
+        Here.CudaSelectedBefore |=
+            CallerPath.CudaSelectedBefore ||
+            (SelectedIfUnchecked && CallerPath.Cuda == CudaGuard::Unguarded);
         Count = std::max(Count, Here.CountAtLeast);
         const llvm::json::Object *Loop = C->getObject("loop");
         bool EveryCall = Loop && Loop->getBoolean("everyCall").value_or(false);
