@@ -86,6 +86,18 @@ void sortAndUnique(std::vector<Finding> &Findings) {
                  Findings.end());
 }
 
+void onePerLocation(std::vector<Finding> &Findings) {
+  sortAndUnique(Findings);
+  Findings.erase(std::unique(Findings.begin(), Findings.end(),
+                             [](const Finding &A, const Finding &B) {
+                               return key(A.Loc) == key(B.Loc) &&
+                                      A.Check == B.Check &&
+                                      A.Message == B.Message &&
+                                      A.Severity == B.Severity;
+                             }),
+                 Findings.end());
+}
+
 //===----------------------------------------------------------------------===//
 // SourceCache
 //===----------------------------------------------------------------------===//

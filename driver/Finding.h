@@ -79,6 +79,10 @@ bool operator==(const Finding &A, const Finding &B);
 
 /// Sorts and removes exact duplicates (a header finding seen from two TUs).
 void sortAndUnique(std::vector<Finding> &Findings);
+/// Sorts, and keeps one finding per location, check and message: the first
+/// in sorted order (two TUs reach a header's finding through different
+/// calls, and their notes differ).
+void onePerLocation(std::vector<Finding> &Findings);
 
 /// Reads files on demand and maps byte offsets to lines and columns.
 class SourceCache {

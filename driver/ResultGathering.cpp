@@ -39,7 +39,9 @@ GatheredFixes gatherResults(std::vector<TUResult> &Results, bool Fixing,
     G.RawErrors.insert(G.RawErrors.end(), T.Errors.begin(), T.Errors.end());
     R.Findings.insert(R.Findings.end(), T.Findings.begin(), T.Findings.end());
   }
-  sortAndUnique(R.Findings);
+  // A header's finding, seen from several TUs with different notes (the
+  // call that reaches it): once, with the first notes in sorted order.
+  onePerLocation(R.Findings);
   sortAndUnique(G.UnsafeFixable); // a header's, seen from several TUs
   R.Rules.assign(Rules.begin(), Rules.end());
   llvm::sort(R.ToolErrors, [](const ToolError &A, const ToolError &B) {

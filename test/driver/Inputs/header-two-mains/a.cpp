@@ -1,0 +1,2 @@
+#include "h.h"
+int main() { auto t = make_on_gpu(); }
