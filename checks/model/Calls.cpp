@@ -88,21 +88,21 @@ void FlowModel::applySummary(const ResolvedCall &Call,
   // A device the callee names by the member that holds it is what the
   // member holds after the call: not what it held before, when the call
   // changes it.
-  State Holders = Before;
+  llvm::SmallVector<Location, 4> Rewritten;
   for (const Location &L : Summary.Clobbers)
     if (Location Here = callerLocation(L, Call)) {
       St.forgetTree(Here);
-      Holders.forgetTree(Here);
+      Rewritten.push_back(Here);
     }
   for (const SummaryEffect &Effect : Summary.Effects)
     if (Location Here = callerLocation(Effect.Where, Call))
-      Holders.forgetTree(Here);
+      Rewritten.push_back(Here);
   for (const SummaryEffect &Effect : Summary.Effects) {
     Location Here = callerLocation(Effect.Where, Call);
     if (!Here)
       continue;
     copyArgumentParts(Effect.Exit, Call, Before, Here, St);
-    ValueFacts After = instantiate(Effect.Exit, Call, Before, &Holders);
+    ValueFacts After = instantiate(Effect.Exit, Call, Before, Rewritten);
     // A module handle passed by value still names the caller's module: its
     // module facts change, not the handle.
     if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Effect.Where.Root);
@@ -140,7 +140,7 @@ void FlowModel::applySummary(const ResolvedCall &Call,
         copyArgumentParts(R.Exit, Call, Before, Here, St);
     for (const SummaryEffect &R : Summary.Returns)
       if (Location Here = R.Where.replacePrefix(Location::returned(), Result)) {
-        ValueFacts Part = instantiate(R.Exit, Call, Before, &Holders);
+        ValueFacts Part = instantiate(R.Exit, Call, Before, Rewritten);
         if (IsForward && R.Where.Depth && !Part.Device.Value.isKnown())
           Part.Device = OutputDevice;
         keepArgumentGraphs(Call, Before, Part);

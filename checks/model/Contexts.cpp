@@ -77,19 +77,6 @@ const EntryContext &ProgramModel::entryContext(const FunctionDecl &F) {
               .first->second;
 }
 
-/// Whether \p F is \p Called, or overrides it.
-static bool isOrOverrides(const FunctionDecl &F, const FunctionDecl &Called) {
-  if (F.getCanonicalDecl() == Called.getCanonicalDecl())
-    return true;
-  const auto *Method = dyn_cast<CXXMethodDecl>(&F);
-  if (!Method)
-    return false;
-  for (const CXXMethodDecl *Base : Method->overridden_methods())
-    if (isOrOverrides(*Base, Called))
-      return true;
-  return false;
-}
-
 /// The calls that may run \p F: its own, and for a virtual method those of
 /// the methods it overrides (a call through the base may dispatch here).
 static llvm::SmallVector<CallSite, 4> callsThatMayRun(const FunctionDecl &F,
@@ -224,7 +211,9 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
                                  : nullptr;
         Direct && isa<CXXMethodDecl>(Direct) &&
         cast<CXXMethodDecl>(Direct)->isVirtual()) {
-      if (!Call.Callee && isOrOverrides(F, *Direct))
+      if (!Call.Callee &&
+          (Direct->getCanonicalDecl() == F.getCanonicalDecl() ||
+           llvm::is_contained(overridersOf(*cast<CXXMethodDecl>(Direct)), &F)))
         Call.Callee = &F;
       else if (Call.Callee &&
                Call.Callee->getCanonicalDecl() != F.getCanonicalDecl())

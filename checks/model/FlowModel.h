@@ -143,14 +143,14 @@ public:
   /// The facts that a fact of the callee, written in its entry terms, has in
   /// the caller at \p Call, in state \p S (the state before the call); the
   /// facts established in the callee remember the call in their path.
-  /// \p After, when given, is what the caller's storage holds after the
-  /// call as far as the call's effects leave it known: a device named by
-  /// the member that holds it is read there.
+  /// \p Rewritten: the caller's storage the call writes; a device named by
+  /// a member inside it is not what \p S says the member held before.
   ValueFacts instantiate(const ValueFacts &InCallee, const ResolvedCall &Call,
-                         const State &S, const State *After = nullptr) const;
+                         const State &S,
+                         llvm::ArrayRef<Location> Rewritten = {}) const;
   Sourced<DeviceValue> instantiate(const Sourced<DeviceValue> &InCallee,
                                    const ResolvedCall &Call, const State &S,
-                                   const State *After = nullptr) const;
+                                   llvm::ArrayRef<Location> Rewritten = {}) const;
   /// \p Returned, a value (or part of one) a call hands back, keeps the
   /// graphs of the tensors the caller passed in, as far as the model knows:
   /// a loss helper's sum keeps its arguments' graphs.

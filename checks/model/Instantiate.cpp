@@ -104,7 +104,7 @@ Sourced<T> FlowModel::throughCall(const Sourced<T> &InCallee,
 Sourced<DeviceValue>
 FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
                        const ResolvedCall &Call, const State &S,
-                       const State *After) const {
+                       llvm::ArrayRef<Location> Rewritten) const {
   // Two entry values an operation combined: as the operation would decide
   // with the callers' facts (a known device over an unknown one, but not a
   // CPU tensor that may be a 0-dim scalar).
@@ -112,8 +112,8 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
     Sourced<DeviceValue> One = InCallee, Two = InCallee;
     One.AlsoEntry = Two.AlsoEntry = nullptr;
     Two.Entry = InCallee.AlsoEntry;
-    Sourced<DeviceValue> A = instantiate(One, Call, S, After);
-    Sourced<DeviceValue> B = instantiate(Two, Call, S, After);
+    Sourced<DeviceValue> A = instantiate(One, Call, S, Rewritten);
+    Sourced<DeviceValue> B = instantiate(Two, Call, S, Rewritten);
     auto Decides = [&](const Sourced<DeviceValue> &D, const ValueDecl &E) {
       return D.Value.isKnown() &&
              !(D.Value.isCPU() && entryValueAt(E, Call, S).MayBeZeroDim);
@@ -168,8 +168,11 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
     }
   if (V.isSymbolic())
     if (const auto *Field = dyn_cast_or_null<FieldDecl>(V.holder()))
-      if (Location L = callerLocation(Location::member(Field), Call))
-        if (const ValueFacts *F = (After ? *After : S).lookup(L))
+      if (Location L = callerLocation(Location::member(Field), Call);
+          L && llvm::none_of(Rewritten, [&](const Location &W) {
+            return L.hasPrefix(W);
+          }))
+        if (const ValueFacts *F = S.lookup(L))
           if (F->Device.Value.isKnown() && !F->Device.Value.isSymbolic())
             return F->Device;
   if (!V.isKnown())
@@ -179,9 +182,9 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
 
 ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
                                   const ResolvedCall &Call, const State &S,
-                                  const State *After) const {
+                                  llvm::ArrayRef<Location> Rewritten) const {
   ValueFacts R = InCallee;
-  R.Device = instantiate(InCallee.Device, Call, S, After);
+  R.Device = instantiate(InCallee.Device, Call, S, Rewritten);
   // A copy pending if the callers pass a CUDA tensor: this call decides, or
   // hands the question on to its own callers.
   if (InCallee.PendingIf) {
