@@ -17,7 +17,7 @@ static bool isContainerName(llvm::StringRef N) {
       .Cases("vector", "deque", "array", "list", "forward_list", true)
       .Cases("map", "unordered_map", "multimap", "unordered_multimap", true)
       .Cases("set", "unordered_set", "queue", "stack", true)
-      .Case("optional", true) // at most one element
+      .Cases("optional", "variant", true) // at most one element
       .Default(false);
 }
 
@@ -33,7 +33,46 @@ const CXXRecordDecl *containerRecord(QualType T) {
 }
 
 bool isOptional(QualType T) {
-  return isStdClass(containerRecord(T), "optional");
+  const CXXRecordDecl *RD = containerRecord(T);
+  return isStdClass(RD, "optional") || isStdClass(RD, "variant");
+}
+
+static const CXXRecordDecl *owningPointerRecord(QualType T) {
+  if (T.isNull())
+    return nullptr;
+  const CXXRecordDecl *RD =
+      T.getNonReferenceType().getCanonicalType()->getAsCXXRecordDecl();
+  return isStdClass(RD, "unique_ptr") || isStdClass(RD, "shared_ptr") ? RD
+                                                                       : nullptr;
+}
+
+QualType ownedType(QualType OwningPointer) {
+  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+      owningPointerRecord(OwningPointer));
+  if (!Spec || Spec->getTemplateArgs().size() < 1 ||
+      Spec->getTemplateArgs()[0].getKind() != TemplateArgument::Type)
+    return QualType();
+  return Spec->getTemplateArgs()[0].getAsType();
+}
+
+bool isOwningPointer(QualType T) {
+  QualType Owned = ownedType(T);
+  return !Owned.isNull() && !Owned->isArrayType();
+}
+
+const FieldDecl *mappedField(QualType MapType) {
+  const CXXRecordDecl *RD = containerRecord(MapType);
+  if (!RD || !isMapContainer(RD))
+    return nullptr;
+  for (const Decl *D : RD->decls())
+    if (const auto *TD = dyn_cast<TypedefNameDecl>(D))
+      if (TD->getName() == "value_type")
+        if (const CXXRecordDecl *Pair =
+                TD->getUnderlyingType()->getAsCXXRecordDecl())
+          for (const FieldDecl *F : Pair->fields())
+            if (F->getName() == "second")
+              return F;
+  return nullptr;
 }
 
 bool isMapContainer(const CXXRecordDecl *RD) {

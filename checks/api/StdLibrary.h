@@ -22,11 +22,19 @@ bool isStdClass(const CXXRecordDecl *RD, llvm::StringRef Name);
 /// The record of a standard container (vector, deque, array, list, map,
 /// unordered_map, ...) that \p T names, through references; null otherwise.
 const CXXRecordDecl *containerRecord(QualType T);
-/// `std::optional<T>`: a container of at most one element (`*o`,
-/// `o.value()`, `o->` name it).
+/// `std::optional<T>` or `std::variant<T...>`: a container of at most one
+/// element (`*o`, `o.value()`, `o->`, `std::get<T>(v)` name it).
 bool isOptional(QualType T);
+/// `std::unique_ptr<T>` or `std::shared_ptr<T>` (not of a module, which is
+/// a module handle): `*p` and `p->` name the one object it owns.
+bool isOwningPointer(QualType T);
+/// The type an owning pointer owns.
+QualType ownedType(QualType OwningPointer);
 /// A map: `m[k]` names the mapped value of an element.
 bool isMapContainer(const CXXRecordDecl *RD);
+/// The `second` field of a map's value_type, which `m[k]` returns; null
+/// when \p MapType is no map.
+const FieldDecl *mappedField(QualType MapType);
 /// `std::pair` or `std::tuple`.
 bool isTupleLike(QualType T);
 

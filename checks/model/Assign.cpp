@@ -173,6 +173,31 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       !isTensorType(Type) && !isDeviceType(Type) && !isTensorOptionsType(Type))
     Stripped = Copy->getArg(0)->IgnoreImplicit();
 
+  // An owning pointer: the object it owns (`std::make_unique<T>(args)`),
+  // or, from another owner (`std::move(p)`), that one's.
+  if (isOwningPointer(Type) && !isModuleHandleType(Type)) {
+    Location Owned = L.child(Selector::element());
+    QualType OwnedType = ownedType(Type);
+    if (Location From = Stripped ? locationOf(Stripped) : Location()) {
+      St.copyTree(From, L);
+      return;
+    }
+    if (assignCallResult(L, Stripped, St))
+      return;
+    const auto *Make = dyn_cast_or_null<CallExpr>(Stripped);
+    const FunctionDecl *FD = Make ? Make->getDirectCallee() : nullptr;
+    bool Made = FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+                (FD->getName() == "make_unique" || FD->getName() == "make_shared");
+    ValueFacts Value;
+    if (Made && Make->getNumArgs() == 0)
+      Value.Empty = true;
+    else if (Made && Make->getNumArgs() == 1 && isTensorType(OwnedType))
+      Value = evaluate(Make->getArg(0), St);
+    St.forgetTree(L);
+    St.set(Owned, Value);
+    return;
+  }
+
   // A container: its elements, from an initialiser list or a copy.
   if (containerRecord(Type)) {
     Location Elements = L.child(Selector::element());
@@ -242,6 +267,20 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
         St.forgetTree(L);
         return;
       }
+    // `std::vector<T> v(n)`: n default-constructed elements; `v(n, x)`:
+    // n copies of x.
+    if (Construct && Construct->getNumArgs() >= 1 &&
+        Construct->getArg(0)->getType()->isIntegerType()) {
+      ValueFacts Element;
+      Element.Empty = true;
+      if (Construct->getNumArgs() >= 2 &&
+          !isa<CXXDefaultArgExpr>(Construct->getArg(1)) &&
+          !containerRecord(Construct->getArg(1)->getType()))
+        Element = evaluate(Construct->getArg(1), St);
+      St.forgetTree(L);
+      St.set(Elements, Element);
+      return;
+    }
     const InitListExpr *List = nullptr;
     if (Construct && Construct->getNumArgs() >= 1)
       if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(
@@ -257,12 +296,27 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
           Inner && Inner->getType()->isArrayType())
         List = Inner;
     if (List) {
+      // A map's `{{k, v}, ...}`: the mapped values.
+      const FieldDecl *Second = mappedField(Type);
       ValueFacts Joined;
       Joined.Empty = true;
-      for (const Expr *E : List->inits())
-        Joined = joinFacts(Joined, evaluate(E, St));
+      for (const Expr *E : List->inits()) {
+        const Expr *Value = E;
+        if (Second) {
+          const Expr *Pair = E->IgnoreImplicit();
+          if (const auto *Construct = dyn_cast<CXXConstructExpr>(Pair);
+              Construct && Construct->getNumArgs() == 2)
+            Value = Construct->getArg(1);
+          else if (const auto *Init = dyn_cast<InitListExpr>(Pair);
+                   Init && Init->getNumInits() == 2)
+            Value = Init->getInit(1);
+          else
+            Value = nullptr;
+        }
+        Joined = joinFacts(Joined, Value ? evaluate(Value, St) : ValueFacts());
+      }
       St.forgetTree(L);
-      St.set(Elements, Joined);
+      St.set(Second ? Elements.child(Selector::field(Second)) : Elements, Joined);
       return;
     }
     if (!assignCallResult(L, Stripped, St))

@@ -103,6 +103,8 @@ void FlowModel::applySummary(const ResolvedCall &Call,
       continue;
     copyArgumentParts(Effect.Exit, Call, Before, Here, St);
     ValueFacts After = instantiate(Effect.Exit, Call, Before, Rewritten);
+    if (Effect.Exit.KeepsCallerFacts)
+      After = overCallerFacts(After, heldForUpdate(Here, Before));
     // A module handle passed by value still names the caller's module: its
     // module facts change, not the handle.
     if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Effect.Where.Root);
@@ -221,6 +223,9 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
       Target = UO->getSubExpr();
     if (Location L = locationOf(stripConversions(Target)))
       St.forgetTree(L);
+    if (Arg->getType()->isPointerType())
+      if (Location Pointee = pointeeLocation(Arg))
+        St.forgetTree(Pointee);
   }
   if (FD && isLibraryFunction(*FD))
     return;
@@ -339,7 +344,8 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   if (isBackwardCall(Call, options()))
     if (const Expr *Object = memberCallObject(Call))
       if (Location L = locationOf(backwardSource(Object)))
-        if (ValueFacts F = St.get(L); F.Graph.Value == GraphState::Unknown) {
+        if (ValueFacts F = heldForUpdate(L, St);
+            F.Graph.Value == GraphState::Unknown) {
           F.Graph = {GraphState::InGraph, Call.getExprLoc()};
           St.set(L, F);
         }
@@ -368,7 +374,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     Location L = locationOf(Module);
     if (!L)
       return;
-    ValueFacts F = St.get(L);
+    ValueFacts F = heldForUpdate(L, St);
     const Expr *LoadDevice = nullptr;
     if (Action == "load")
       moduleLoadedBy(Call, LoadDevice);
@@ -398,7 +404,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     Location L = locationOf(memberCallObject(Call));
     if (!L)
       return;
-    ValueFacts Dest = St.get(L);
+    ValueFacts Dest = heldForUpdate(L, St);
     ValueFacts Src = evaluate(Call.getArg(0), St);
     Dest.Graph = Src.Graph.Value == GraphState::InGraph ? Src.Graph : Dest.Graph;
     Dest.clearPendingCopy();
@@ -418,7 +424,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     Location L = locationOf(memberCallObject(Call));
     if (!L)
       return;
-    ValueFacts F = St.get(L);
+    ValueFacts F = heldForUpdate(L, St);
     if (Method == "zero_" || Method == "fill_") {
       F.GraphSources.clear();
       F.Graph = {GraphState::NoGraph, Call.getExprLoc()};
@@ -440,7 +446,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   }
   if (Method == "detach_" || Method == "requires_grad_") {
     Location L = locationOf(memberCallObject(Call));
-    ValueFacts F = St.get(L);
+    ValueFacts F = heldForUpdate(L, St);
     F.Graph = {Method == "detach_" ? GraphState::NoGraph : GraphState::Unknown,
                Call.getExprLoc()};
     if (Method == "detach_")
@@ -463,8 +469,18 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         for (const Expr *Arg : Call.arguments())
           if (isTensorType(Arg->getType()) || !Value)
             Value = Arg;
+        // A map's `emplace(k, v)`, `try_emplace(k, v)`: v is the mapped
+        // value of an element; `insert({k, v})` inserts the whole pair.
         if (Value)
-          appendToContainer(locationOf(Object), Value, Call, St);
+          if (Location C = locationOf(Object)) {
+            Location Elements = C.child(Selector::element());
+            if (Container && isMapContainer(containerRecord(Object->getType())) &&
+                isTensorType(Value->getType()))
+              if (const FieldDecl *Second =
+                      mappedField(Object->getType()))
+                Elements = Elements.child(Selector::field(Second));
+            appendToContainer(Elements, Value, Call, St);
+          }
         // The project says what its accumulator does: that is all.
         return;
       }
@@ -476,6 +492,11 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
       }
       if (Container)
         return;
+      // `p.reset(q)`, `p.swap(q)`, `p.release()`: another object, or none.
+      if (Object && isOwningPointer(Object->getType()) && !MD->isConst()) {
+        if (Location Owner = locationOf(Object))
+          St.forgetTree(Owner);
+      }
     }
 
   if (const Expr *Mode = setGradEnabledArgument(Call)) {

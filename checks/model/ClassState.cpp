@@ -240,6 +240,50 @@ static void joinMethodExit(const CXXMethodDecl &Method,
   }
 }
 
+llvm::SmallVector<const CXXRecordDecl *, 2>
+classWithBases(const CXXRecordDecl &Class) {
+  llvm::SmallVector<const CXXRecordDecl *, 2> Out{&Class};
+  for (unsigned I = 0; I < Out.size() && Out.size() < 8; ++I) {
+    const CXXRecordDecl *RD = Out[I]->getDefinition();
+    if (!RD)
+      continue;
+    for (const CXXBaseSpecifier &Base : RD->bases())
+      if (const CXXRecordDecl *B = Base.getType()->getAsCXXRecordDecl();
+          B && !Base.isVirtual() && B->hasDefinition() &&
+          !llvm::is_contained(Out, B->getDefinition()))
+        Out.push_back(B->getDefinition());
+  }
+  return Out;
+}
+
+llvm::SmallVector<const FieldDecl *, 8>
+fieldsWithBases(const CXXRecordDecl &Class) {
+  llvm::SmallVector<const FieldDecl *, 8> Out;
+  for (const CXXRecordDecl *RD : classWithBases(Class))
+    if (RD->hasDefinition())
+      Out.append(RD->getDefinition()->field_begin(),
+                 RD->getDefinition()->field_end());
+  return Out;
+}
+
+/// The member functions that may run on an object of \p Class: its own and
+/// those of its bases that no class below overrides (a pure virtual one
+/// never runs).
+static llvm::SmallVector<const CXXMethodDecl *, 16>
+methodsOfObject(const CXXRecordDecl &Class) {
+  llvm::SmallVector<const CXXMethodDecl *, 16> Out;
+  llvm::SmallPtrSet<const CXXMethodDecl *, 8> Overridden;
+  for (const CXXRecordDecl *RD : classWithBases(Class))
+    for (const CXXMethodDecl *Method : RD->methods()) {
+      for (const CXXMethodDecl *Base : Method->overridden_methods())
+        Overridden.insert(Base->getCanonicalDecl());
+      if (!Method->isPureVirtual() &&
+          !Overridden.contains(Method->getCanonicalDecl()))
+        Out.push_back(Method);
+    }
+  return Out;
+}
+
 ClassState computeClassState(const CXXRecordDecl &Class,
                              ProgramModel &Program) {
   ClassState Result;
@@ -251,7 +295,7 @@ ClassState computeClassState(const CXXRecordDecl &Class,
   if (isModuleHandleType(Program.context().getRecordType(Def)))
     return Result;
   llvm::SmallVector<const FieldDecl *, 8> Members;
-  for (const FieldDecl *F : Def->fields())
+  for (const FieldDecl *F : fieldsWithBases(*Def))
     if (isTrackedMember(*F))
       Members.push_back(F);
   if (Members.empty())
@@ -328,7 +372,7 @@ ClassState computeClassState(const CXXRecordDecl &Class,
       Entry.set(L, Facts.lookup(L));
     llvm::DenseMap<Location, ValueFacts> Before = Facts;
     unsigned CutsBefore = Program.buildCuts();
-    for (const CXXMethodDecl *Method : Def->methods())
+    for (const CXXMethodDecl *Method : methodsOfObject(*Def))
       joinMethodExit(*Method, Members, Entry, Program, Facts, Keys, Drop);
     bool UsedOtherMethods = Program.buildCuts() != CutsBefore;
     bool Grew = false;

@@ -33,6 +33,15 @@ struct ClassState {
   llvm::DenseMap<Location, ValueFacts> Members;
 };
 
+/// \p Class and the classes it derives from (non-virtually, with a visible
+/// definition), derived first: the classes whose members and member
+/// functions make up an object of \p Class.
+llvm::SmallVector<const CXXRecordDecl *, 2>
+classWithBases(const CXXRecordDecl &Class);
+
+/// The fields of an object of \p Class, its bases' included.
+llvm::SmallVector<const FieldDecl *, 8> fieldsWithBases(const CXXRecordDecl &Class);
+
 /// Computes \p Class's state with the analyses and summaries of \p Program.
 ClassState computeClassState(const CXXRecordDecl &Class, ProgramModel &Program);
 

@@ -31,7 +31,7 @@ static llvm::SmallVector<const ValueDecl *, 8> entryValues(const FunctionDecl &F
           if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
             Out.push_back(VD);
     } else if (!Method->isStatic() && !isa<CXXConstructorDecl>(Method)) {
-      for (const FieldDecl *Field : Method->getParent()->fields())
+      for (const FieldDecl *Field : fieldsWithBases(*Method->getParent()))
         Out.push_back(Field);
     }
   }

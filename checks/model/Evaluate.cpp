@@ -114,8 +114,11 @@ static ValueFacts loaderBatchFacts(SourceLocation Origin) {
 ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
                                        const State &S) const {
   if (const ValueFacts *F = S.lookup(L)) {
-    if (!F->Empty)
-      return *F;
+    if (!F->Empty) {
+      ValueFacts Read = *F;
+      Read.KeepsCallerFacts = false;
+      return Read;
+    }
     // Nothing written yet: an element of an empty container.
     return ValueFacts();
   }
@@ -134,6 +137,16 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
     return loaderBatchFacts(Batch);
   if (const ValueFacts *Module = enclosingModule(L, S))
     F.Device = {Module->Device.Value, Module->Device.Origin};
+  return F;
+}
+
+ValueFacts FlowModel::heldForUpdate(const Location &L, const State &St) const {
+  if (const ValueFacts *F = St.lookup(L))
+    return *F;
+  ValueFacts F;
+  const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
+  F.KeepsCallerFacts = L.Kind == Location::Local && L.Depth > 0 && P &&
+                       P->getDeclContext() == Function;
   return F;
 }
 
@@ -267,8 +280,9 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
   // An output that is its input passed through (a parameter's entry
   // value) is on the module's device when that is known: a forward that
   // runs moved nothing.
-  if (const FunctionSummary *Summary =
-          Call ? Program.summaryForCall(*Call) : nullptr)
+  const FunctionSummary *Summary =
+      Call ? Program.summaryForCall(*Call) : nullptr;
+  if (Summary)
     if (const ValueFacts Returned = Summary->returned();
         !isa_and_nonnull<ParmVarDecl>(Returned.Device.Entry) ||
         !Module.Device.Value.isKnown())
@@ -295,7 +309,10 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
   else if (S.path().Grad == GradMode::Enabled ||
            S.path().Grad == GradMode::Entry)
     F.Graph = {GraphState::InGraph, E.getExprLoc()};
-  // The forward's graph, and its inputs', stay alive as long as the output.
+  // The forward's graph, and its inputs', stay alive as long as the output;
+  // so do the graphs of the submodule calls its body returns.
+  if (Summary && F.Graph.Value == GraphState::InGraph)
+    F.GraphSources = Summary->returned().GraphSources;
   for (const Expr *In : MC.Inputs)
     for (const Stmt *Source : evaluate(In, S).GraphSources)
       if (!llvm::is_contained(F.GraphSources, Source))
@@ -415,23 +432,21 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
         else if (isTensorType(Arg->getType()))
           Operands.push_back(Arg);
       }
-      F = evaluateOperator(Call, Operands, S);
-      // `torch::stack(losses)`: the elements of a container argument.
+      llvm::SmallVector<ValueFacts, 4> Facts;
+      for (const Expr *Op : Operands)
+        if (isTensorType(Op->getType()))
+          Facts.push_back(evaluate(Op, S));
+      // `torch::stack(losses)`: the elements of a container argument are
+      // operands too (one location stands for all of them).
       for (const Expr *Arg : Call.arguments())
-        if (containerRecord(stripConversions(Arg)->getType()))
-          if (Location C = locationOf(stripConversions(Arg)))
-            if (const ValueFacts *Elements =
-                    S.lookup(C.child(Selector::element()))) {
-              for (const Stmt *Source : Elements->GraphSources)
-                if (!llvm::is_contained(F.GraphSources, Source))
-                  F.GraphSources.push_back(Source);
-              if (Elements->Graph.Value == GraphState::InGraph &&
-                  F.Graph.Value == GraphState::Unknown)
-                F.Graph = Elements->Graph;
-              // `torch::stack(states)` runs where its elements are.
-              if (!F.Device.Value.isKnown() && Elements->Device.Value.isKnown())
-                F.Device = {Elements->Device.Value, Loc};
-            }
+        if (containerRecord(stripConversions(Arg)->getType())) {
+          Location C = locationOf(stripConversions(Arg));
+          ValueFacts Elements =
+              C ? evaluateLocation(*Arg, C.child(Selector::element()), S)
+                : ValueFacts();
+          Facts.push_back(Elements);
+        }
+      F = combineOperands(Call, Facts, S);
       if (FD->getIdentifier() && returnsNoGraph(FD->getName())) {
         F.Graph = {GraphState::NoGraph, Call.getExprLoc()};
         F.GraphSources.clear();

@@ -58,6 +58,16 @@ static unsigned spelledRank(const Expr *Shape) {
 ValueFacts FlowModel::evaluateOperator(const Expr &E,
                                        llvm::ArrayRef<const Expr *> Ops,
                                        const State &S) const {
+  llvm::SmallVector<ValueFacts, 4> Facts;
+  for (const Expr *Op : Ops)
+    if (isTensorType(Op->getType()))
+      Facts.push_back(evaluate(Op, S));
+  return combineOperands(E, Facts, S);
+}
+
+ValueFacts FlowModel::combineOperands(const Expr &E,
+                                      llvm::ArrayRef<ValueFacts> Ops,
+                                      const State &S) const {
   ValueFacts F;
   bool AnyInGraph = false, AllNoGraph = true, First = true;
   F.MayBeZeroDim = true;
@@ -68,10 +78,7 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
   // two, which the callers' facts settle.
   std::optional<Sourced<DeviceValue>> Decided, FromEntry;
   bool Conflict = false, EntryConflict = false;
-  for (const Expr *Op : Ops) {
-    if (!isTensorType(Op->getType()))
-      continue;
-    ValueFacts OpFacts = evaluate(Op, S);
+  for (const ValueFacts &OpFacts : Ops) {
     if (First)
       F.Device = OpFacts.Device;
     else if (F.Device != OpFacts.Device)
@@ -88,6 +95,9 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
     } else if (OpFacts.Device.Entry && !OpFacts.Device.Value.isKnown()) {
       if (!FromEntry) {
         FromEntry = OpFacts.Device;
+      } else if (FromEntry->EitherEntry || OpFacts.Device.EitherEntry) {
+        // One of two holders, met with another: nothing simple to hand on.
+        EntryConflict = true;
       } else {
         for (const ValueDecl *E :
              {OpFacts.Device.Entry, OpFacts.Device.AlsoEntry}) {

@@ -18,7 +18,8 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          FromDeviceConflict == O.FromDeviceConflict &&
          Scalar == O.Scalar && Callables == O.Callables &&
          CallablesKnown == O.CallablesKnown &&
-         GraphSources == O.GraphSources && Empty == O.Empty;
+         GraphSources == O.GraphSources && Empty == O.Empty &&
+         KeepsCallerFacts == O.KeepsCallerFacts;
 }
 
 ValueFacts ValueFacts::atEntry(const ValueDecl &Holder) {
@@ -34,9 +35,11 @@ ValueFacts ValueFacts::withoutEntries() const {
   ValueFacts F = *this;
   F.Device.Entry = nullptr;
   F.Device.AlsoEntry = nullptr;
+  F.Device.EitherEntry = false;
   F.Pin.Entry = nullptr;
   F.Graph.Entry = nullptr;
   F.Mode.Entry = nullptr;
+  F.KeepsCallerFacts = false;
   return F;
 }
 
@@ -143,6 +146,25 @@ static void unite(llvm::SmallVectorImpl<T> &Into, llvm::ArrayRef<T> From) {
       Into.push_back(X);
 }
 
+/// Two devices that are the entry values of different holders, nothing
+/// else known: either one (at most two holders).
+static Sourced<DeviceValue> eitherEntry(const Sourced<DeviceValue> &A,
+                                        const Sourced<DeviceValue> &B) {
+  if (A.isKnown() || B.isKnown() || !A.Entry || !B.Entry)
+    return {};
+  llvm::SmallVector<const ValueDecl *, 4> Holders;
+  for (const ValueDecl *E : {A.Entry, A.AlsoEntry, B.Entry, B.AlsoEntry})
+    if (E && !llvm::is_contained(Holders, E))
+      Holders.push_back(E);
+  if (Holders.size() != 2)
+    return {};
+  Sourced<DeviceValue> R;
+  R.Entry = Holders[0];
+  R.AlsoEntry = Holders[1];
+  R.EitherEntry = true;
+  return R;
+}
+
 ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   if (A.Empty)
     return B;
@@ -150,6 +172,8 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
     return A;
   ValueFacts R;
   R.Device = joinSourced(A.Device, B.Device);
+  if (!R.Device.isKnown() && !R.Device.Entry)
+    R.Device = eitherEntry(A.Device, B.Device);
   R.Pin = joinSourced(A.Pin, B.Pin);
   R.Graph = joinSourced(A.Graph, B.Graph);
   R.Mode = joinSourced(A.Mode, B.Mode);
@@ -172,6 +196,7 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;
   R.FromDeviceConflict = A.FromDeviceConflict || B.FromDeviceConflict;
   R.DeviceUnset = A.DeviceUnset && B.DeviceUnset;
+  R.KeepsCallerFacts = A.KeepsCallerFacts && B.KeepsCallerFacts;
   R.Scalar = joinScalars(A.Scalar, B.Scalar);
   // What a callable may hold is a "some path" fact; that it holds nothing
   // else needs every path.
@@ -183,6 +208,34 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
     if (!llvm::is_contained(R.GraphSources, S))
       R.GraphSources.push_back(S);
   return R;
+}
+
+/// \p Changed, a value the callee changed in place, over what the caller's
+/// storage held before (\p Old): the facts the callee did not establish
+/// stay the caller's.
+ValueFacts overCallerFacts(ValueFacts Changed, const ValueFacts &Old) {
+  auto Keep = [](auto &Fact, const auto &Before) {
+    if (!Fact.isKnown() && !Fact.Entry)
+      Fact = Before;
+  };
+  Keep(Changed.Device, Old.Device);
+  Keep(Changed.Pin, Old.Pin);
+  Keep(Changed.Graph, Old.Graph);
+  Keep(Changed.Mode, Old.Mode);
+  if (Changed.ModeLayers == Tri::Unknown)
+    Changed.ModeLayers = Old.ModeLayers;
+  if (Changed.HasParameters == Tri::Unknown)
+    Changed.HasParameters = Old.HasParameters;
+  if (Changed.Scalar.empty())
+    Changed.Scalar = Old.Scalar;
+  Changed.MayBeZeroDim = Old.MayBeZeroDim;
+  // A reset (`zero_()`) drops the graphs; an accumulation adds to them.
+  if (Changed.Graph.Value != GraphState::NoGraph)
+    for (const Stmt *Source : Old.GraphSources)
+      if (!llvm::is_contained(Changed.GraphSources, Source))
+        Changed.GraphSources.push_back(Source);
+  Changed.KeepsCallerFacts = Old.KeepsCallerFacts;
+  return Changed;
 }
 
 //===--- Path facts --------------------------------------------------------===//

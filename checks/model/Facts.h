@@ -66,11 +66,16 @@ template <typename T> struct Sourced {
   /// of two parameters): the same device if the operation runs, so the
   /// callers' facts of either decide. Only devices have one.
   const ValueDecl *AlsoEntry = nullptr;
+  /// Entry and AlsoEntry are alternatives, not one device: the value is one
+  /// of the two (paths or container elements that hold either), so the
+  /// callers' facts decide only when they agree.
+  bool EitherEntry = false;
   /// The calls through which the fact reached this function; null when it
   /// was established here.
   const CallStep *Via = nullptr;
   bool operator==(const Sourced &O) const {
-    return Value == O.Value && Entry == O.Entry && AlsoEntry == O.AlsoEntry;
+    return Value == O.Value && Entry == O.Entry && AlsoEntry == O.AlsoEntry &&
+           EitherEntry == O.EitherEntry;
   }
   bool operator!=(const Sourced &O) const { return !(*this == O); }
   bool isKnown() const { return !(Value == T()); }
@@ -164,6 +169,10 @@ struct ValueFacts {
   /// No value yet: the element of an empty container, a default-constructed
   /// tensor or holder. The bottom of the lattice: a join keeps the other side.
   bool Empty = false;
+  /// A part of a parameter that the function changed in place (`s.net->
+  /// train()`, `s.total.add_(x)`) without reading it first: the facts it
+  /// does not establish are what the caller's storage held.
+  bool KeepsCallerFacts = false;
 
   bool operator==(const ValueFacts &O) const;
   bool operator!=(const ValueFacts &O) const { return !(*this == O); }
@@ -194,6 +203,11 @@ struct ValueFacts {
 /// symbolic device it names unless the callers agree on one. A parameter
 /// arrives with no pending copy: the call that passes one reads it.
 ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D);
+
+/// \p Changed, a value a callee changed in place, over what the caller's
+/// storage held before the call (\p Old): the facts the callee did not
+/// establish stay the caller's, and so do the graphs an element keeps.
+ValueFacts overCallerFacts(ValueFacts Changed, const ValueFacts &Old);
 
 /// Merges the facts of two paths: what both prove survives; a graph source
 /// on either path survives (a "some path" fact); an Empty side keeps the

@@ -2,7 +2,7 @@
 //
 //   FACTS   = {"device": SOURCED, "pin": SOURCED, "graph": SOURCED,
 //              "mode": SOURCED, "modeLayers", "hasParameters", "pending", "pendingIf": ENTRY,
-//              "zeroDim", "deviceUnset", "scalar", "callable"}
+//              "zeroDim", "deviceUnset", "keepsCallerFacts", "scalar", "callable"}
 //   SOURCED = {"value", "entry": ENTRY, "origin": PLACE, "via": [STEP]}
 //   DEVICE  = SOURCED with "kind", "ordinal", "holder": USR, "described"
 //   ENTRY   = {"param": N} | {"field": NAME} | {"global": USR}
@@ -117,6 +117,8 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
       D["entry"] = entry(V.Device.Entry);
     if (V.Device.AlsoEntry)
       D["alsoEntry"] = entry(V.Device.AlsoEntry);
+    if (V.Device.EitherEntry)
+      D["eitherEntry"] = true;
     D["origin"] = place(V.Device.Origin);
     if (V.Device.Via)
       D["via"] = path(V.Device.Via);
@@ -140,6 +142,8 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     O["zeroDim"] = false;
   if (V.DeviceUnset)
     O["deviceUnset"] = true;
+  if (V.KeepsCallerFacts)
+    O["keepsCallerFacts"] = true;
   if (!V.Scalar.empty())
     O["scalar"] = scalarToJSON(V.Scalar);
   if (!V.Callables.empty()) {

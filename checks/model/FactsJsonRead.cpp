@@ -115,6 +115,8 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
     }
     V.Device.Entry = entry(D->get("entry"));
     V.Device.AlsoEntry = V.Device.Entry ? entry(D->get("alsoEntry")) : nullptr;
+    V.Device.EitherEntry =
+        V.Device.AlsoEntry && D->getBoolean("eitherEntry").value_or(false);
     V.Device.Origin = place(D->get("origin"));
     V.Device.Via = path(D->getArray("via"));
     // A fact this TU cannot name is unknown, and has no origin to show.
@@ -135,6 +137,7 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
     V.clearPendingCopy();
   V.MayBeZeroDim = O->getBoolean("zeroDim").value_or(true);
   V.DeviceUnset = O->getBoolean("deviceUnset").value_or(false);
+  V.KeepsCallerFacts = O->getBoolean("keepsCallerFacts").value_or(false);
   if (const llvm::json::Object *S = O->getObject("scalar"))
     V.Scalar = scalarFromJSON(*S);
   V.CallablesKnown = O->getBoolean("callablesKnown").value_or(false);

@@ -16,12 +16,41 @@ using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
+/// Whether \p Type, or an element of it, is a class that failed to compile:
+/// the CFG's implicit destructor of such a value crashes clang.
+static bool isBrokenClass(QualType Type) {
+  const auto *RD = Type.isNull() ? nullptr
+                                 : Type->getBaseElementTypeUnsafe()
+                                       ->getAsCXXRecordDecl();
+  return RD && RD->isInvalidDecl();
+}
+
+/// Whether clang can build the CFG of \p Function: a TU with compiler errors
+/// may leave invalid declarations (a class whose header failed) behind.
+static bool buildsCleanCFG(const FunctionDecl &Function) {
+  if (Function.isInvalidDecl())
+    return false;
+  if (const auto *Method = dyn_cast<CXXMethodDecl>(&Function)) {
+    const CXXRecordDecl *Class = Method->getParent();
+    if (Class->isInvalidDecl())
+      return false;
+    for (const FieldDecl *Field : Class->fields())
+      if (Field->isInvalidDecl() || isBrokenClass(Field->getType()))
+        return false;
+  }
+  return !Function.getASTContext().getDiagnostics().hasErrorOccurred() ||
+         llvm::none_of(Function.decls(), [](const Decl *D) {
+           const auto *Var = dyn_cast<VarDecl>(D);
+           return D->isInvalidDecl() || (Var && isBrokenClass(Var->getType()));
+         });
+}
+
 std::unique_ptr<FlowAnalysis> FlowAnalysis::run(const FunctionDecl &Function,
                                                 ProgramModel &Program,
                                                 State Entry,
                                                 unsigned VisitsPerBlock) {
   const Stmt *Body = Function.getBody();
-  if (!Body)
+  if (!Body || !buildsCleanCFG(Function))
     return nullptr;
   CFG::BuildOptions Options;
   // The end of an RAII guard's scope restores what it saved.

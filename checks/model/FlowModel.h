@@ -84,6 +84,10 @@ public:
   /// The element an iterator variable (`it`, or std::array's pointer)
   /// stands at: the elements of the container it walks.
   Location iteratedElement(const Expr *Iterator) const;
+  /// The object a pointer expression points to (`&x`, `this`, a pointer
+  /// parameter or local that the function never reseats), as locationOf
+  /// names it; a pointer parameter names its pointee like a reference.
+  Location pointeeLocation(const Expr *Pointer) const;
   /// The caller's storage that a call returns (a getter of a member, a
   /// function returning its reference parameter), when its summary says
   /// which; null otherwise.
@@ -230,8 +234,15 @@ private:
   ValueFacts evaluateFactory(const CallExpr &Call, const State &S) const;
   ValueFacts evaluateOperator(const Expr &E, llvm::ArrayRef<const Expr *> Ops,
                               const State &S) const;
+  /// What an op that runs computes from operands with these facts.
+  ValueFacts combineOperands(const Expr &E, llvm::ArrayRef<ValueFacts> Ops,
+                             const State &S) const;
   ValueFacts evaluateLocation(const Expr &E, const Location &L,
                               const State &S) const;
+  /// What \p L holds, for a change in place: a part of this function's
+  /// parameter that nothing wrote yet keeps the caller's facts
+  /// (ValueFacts::KeepsCallerFacts).
+  ValueFacts heldForUpdate(const Location &L, const State &St) const;
   /// The facts of the module whose registered parameter, buffer or
   /// submodule \p L is, when its device is known: they move with it.
   const ValueFacts *enclosingModule(const Location &L, const State &S) const;
@@ -280,7 +291,7 @@ private:
                     const Location &Result, State &St) const;
   void forgetOpaqueEffects(const ResolvedCall &Call, State &St) const;
   void recordCudaSelection(const Expr &Use, State &St) const;
-  void appendToContainer(const Location &Container, const Expr *Value,
+  void appendToContainer(const Location &Elements, const Expr *Value,
                          const Stmt &At, State &St) const;
   bool isTracked(const ValueDecl *D) const;
   template <typename T>
@@ -298,6 +309,9 @@ private:
   /// call, for variables assigned once: LibTorch throws unless they are on
   /// an autograd graph, so their value is.
   llvm::DenseMap<const ValueDecl *, const CallExpr *> BackwardReceivers;
+  /// Pointer variables the function assigns after their initialisation:
+  /// they point to more than one object.
+  llvm::DenseSet<const ValueDecl *> ReseatedPointers;
   /// Pointers that cudaHostAlloc / cudaMallocHost fill: page-locked memory.
   llvm::DenseSet<const ValueDecl *> PinnedHostPointers;
   /// The work of each try block an out-of-memory handler was followed from.

@@ -47,7 +47,9 @@ Location FlowModel::callerLocation(const Location &InCallee,
       const Expr *Arg = argumentFor(Call, *P);
       if (!Arg)
         return {};
-      Location Base = locationOf(stripConversions(Arg));
+      Location Base = P->getType()->isPointerType()
+                          ? pointeeLocation(Arg)
+                          : locationOf(stripConversions(Arg));
       // `*net` passed for a `Module &`: the handle.
       return Base ? InCallee.rebased(Base) : Location();
     }
@@ -108,6 +110,22 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
   // Two entry values an operation combined: as the operation would decide
   // with the callers' facts (a known device over an unknown one, but not a
   // CPU tensor that may be a 0-dim scalar).
+  if (InCallee.Entry && InCallee.AlsoEntry && InCallee.EitherEntry) {
+    // One of two entry values: the callers' facts when they agree, or the
+    // caller's own two entry values, still to be settled.
+    Sourced<DeviceValue> One = InCallee, Two = InCallee;
+    One.AlsoEntry = Two.AlsoEntry = nullptr;
+    One.EitherEntry = Two.EitherEntry = false;
+    Two.Entry = InCallee.AlsoEntry;
+    Sourced<DeviceValue> A = instantiate(One, Call, S, Rewritten);
+    Sourced<DeviceValue> B = instantiate(Two, Call, S, Rewritten);
+    if (A.isKnown() && A.Value == B.Value && !A.Entry && !B.Entry)
+      return A;
+    ValueFacts FromA, FromB;
+    FromA.Device = A;
+    FromB.Device = B;
+    return joinFacts(FromA, FromB).Device;
+  }
   if (InCallee.Entry && InCallee.AlsoEntry) {
     Sourced<DeviceValue> One = InCallee, Two = InCallee;
     One.AlsoEntry = Two.AlsoEntry = nullptr;

@@ -186,6 +186,7 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
 static void keepEntryTags(ValueFacts &To, const ValueFacts &From) {
   To.Device.Entry = From.Device.Entry;
   To.Device.AlsoEntry = From.Device.AlsoEntry;
+  To.Device.EitherEntry = From.Device.EitherEntry;
   To.Pin.Entry = From.Pin.Entry;
   To.Graph.Entry = From.Graph.Entry;
   To.Mode.Entry = From.Mode.Entry;
@@ -217,10 +218,14 @@ static bool lifts(const FunctionSummary *Summary, const Requirement *Kind,
 static void tagUntouchedParts(RequirementMatch &Match, const FlowModel &M,
                               const State &St) {
   for (Operand &Op : Match.Operands) {
+    // The storage the operand reads (a container's elements), else the
+    // tensor it names.
     if (!Op.Source || !Op.Facts.isUnknown() ||
-        !isTensorType(Op.Source->getType()))
+        !(isTensorType(Op.Source->getType()) || Op.Storage.isElement()))
       continue;
-    Location L = M.locationOf(stripConversions(Op.Source));
+    Location L = Op.Storage.isElement()
+                     ? Op.Storage
+                     : M.locationOf(stripConversions(Op.Source));
     if (L.Kind != Location::Local || L.Depth == 0 || St.lookup(L))
       continue;
     if (const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
@@ -348,10 +353,15 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           // entry tag names only the whole).
           bool Established = !Op.Facts.withoutEntries().isUnknown();
           Op.Facts = M.instantiate(Op.Facts, Resolved, St);
-          if (!Established && Op.isPart())
+          // Container elements the callee met are some of the caller's:
+          // what it did not establish, and the graphs they keep, are theirs.
+          if (Op.isPart())
             if (Location Here = M.callerLocation(Op.Storage, Resolved))
               if (const ValueFacts *Caller = St.lookup(Here))
-                Op.Facts = *Caller;
+                Op.Facts = !Established ? *Caller
+                           : Op.Storage.isElement()
+                               ? overCallerFacts(Op.Facts, *Caller)
+                               : Op.Facts;
           // An operand that is the callee's parameter is named by the
           // argument passed for it.
           if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Param);

@@ -19,22 +19,6 @@
 
 namespace clang::tidy::torch {
 
-/// The `second` field of a map's value_type, which `m[k]` returns.
-static const FieldDecl *mappedField(QualType MapType) {
-  const CXXRecordDecl *RD = containerRecord(MapType);
-  if (!RD || !isMapContainer(RD))
-    return nullptr;
-  for (const Decl *D : RD->decls())
-    if (const auto *TD = dyn_cast<TypedefNameDecl>(D))
-      if (TD->getName() == "value_type")
-        if (const CXXRecordDecl *Pair =
-                TD->getUnderlyingType()->getAsCXXRecordDecl())
-          for (const FieldDecl *F : Pair->fields())
-            if (F->getName() == "second")
-              return F;
-  return nullptr;
-}
-
 /// The location of the elements of the container \p Container denotes.
 static Location elementsOf(Location Container, QualType ContainerType) {
   Location Element = Container.child(Selector::element());
@@ -73,6 +57,29 @@ Location FlowModel::iteratedElement(const Expr *Iterator) const {
   const Expr *Container = iteratedContainer(*It->getInit());
   Location C = Container ? locationOf(Container) : Location();
   return C ? elementsOf(C, Container->getType()) : Location();
+}
+
+Location FlowModel::pointeeLocation(const Expr *Pointer) const {
+  for (unsigned Depth = 0; Pointer && Depth < 4; ++Depth) {
+    const Expr *E = Pointer->IgnoreParenImpCasts();
+    if (isa<CXXThisExpr>(E))
+      return Location::thisObject();
+    if (const auto *UO = dyn_cast<UnaryOperator>(E))
+      return UO->getOpcode() == UO_AddrOf ? locationOf(UO->getSubExpr())
+                                          : Location();
+    const auto *Ref = dyn_cast<DeclRefExpr>(E);
+    const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+    // One object for the whole call, like a reference: a pointer the
+    // function never reseats and whose address it does not keep.
+    if (!Var || !Var->getType()->isPointerType() || !Var->hasLocalStorage() ||
+        !isTracked(Var) || ReseatedPointers.contains(Var) ||
+        Var->getDeclContext() != Function)
+      return {};
+    if (isa<ParmVarDecl>(Var))
+      return Location::local(Var);
+    Pointer = Var->getInit();
+  }
+  return {};
 }
 
 Location FlowModel::locationOf(const Expr *E) const {
@@ -148,6 +155,8 @@ Location FlowModel::locationOf(const Expr *E) const {
     if (isa<CXXThisExpr>(Base))
       return Location::member(Field);
     if (Member->isArrow()) {
+      if (Location Pointee = pointeeLocation(Base))
+        return Pointee.child(Selector::field(Field));
       // `it->second` on an iterator of a container.
       if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Base);
           Op && Op->getOperator() == OO_Arrow && Op->getNumArgs() == 1)
@@ -188,10 +197,17 @@ Location FlowModel::locationOf(const Expr *E) const {
       // `*net`, `net->`: a module handle stands for its module.
       if (isModuleHandleType(ObjectType))
         return locationOf(Object);
-      // `*o`, `o->`: the value an optional holds.
-      if (isOptional(ObjectType))
+      // `*o`, `o->`: the value an optional holds, the object a unique or
+      // (a local's, that nothing copies) shared pointer owns.
+      // (shared_ptr's operators are its base class's.)
+      if (QualType Owner = Object->IgnoreParenImpCasts()->getType();
+          isOptional(ObjectType) || isOwningPointer(Owner))
         if (Location C = locationOf(Object))
-          return elementsOf(C, ObjectType);
+          if (!isStdClass(Owner.getNonReferenceType()->getAsCXXRecordDecl(),
+                          "shared_ptr") ||
+              (C.Kind == Location::Local && !C.Depth &&
+               !isa<ParmVarDecl>(C.Root)))
+            return elementsOf(C, ObjectType);
       // `*it`, `it->`: an element of the container the iterator walks.
       return iteratedElement(Object);
     default:
@@ -202,8 +218,8 @@ Location FlowModel::locationOf(const Expr *E) const {
   if (const auto *UO = dyn_cast<UnaryOperator>(E)) {
     if (UO->getOpcode() != UO_Deref)
       return {};
-    if (isa<CXXThisExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
-      return Location::thisObject();
+    if (Location Pointee = pointeeLocation(UO->getSubExpr()))
+      return Pointee;
     // `*p` for a pointer that walks a container (std::array's iterator).
     return iteratedElement(UO->getSubExpr());
   }
@@ -240,6 +256,13 @@ Location FlowModel::locationOf(const Expr *E) const {
         FD->getName() != "get" || Call->getNumArgs() != 1)
       return returnedStorageAt(*Call);
     const TemplateArgumentList *Args = FD->getTemplateSpecializationArgs();
+    QualType Whole = Call->getArg(0)->getType();
+    // `std::get<1>(v)`, `std::get<Tensor>(v)` of a variant, `std::get<0>(a)`
+    // of a std::array: the element.
+    if (isOptional(Whole) || isStdClass(containerRecord(Whole), "array")) {
+      Location Container = locationOf(Call->getArg(0));
+      return Container ? elementsOf(Container, Whole) : Location();
+    }
     if (!Args || Args->size() < 1 ||
         (*Args)[0].getKind() != TemplateArgument::Integral)
       return {};

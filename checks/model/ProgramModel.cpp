@@ -162,7 +162,7 @@ State ProgramModel::parametricEntry(const FunctionDecl &Function) {
       Entry.set(Member, F);
     }
   }
-  for (const FieldDecl *Field : Class->fields())
+  for (const FieldDecl *Field : fieldsWithBases(*Class))
     if (isTrackedType(Field->getType()) && !Entry.lookup(Location::member(Field)))
       Entry.set(Location::member(Field), entryValueOf(*Field));
   return Entry;

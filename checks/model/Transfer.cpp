@@ -24,91 +24,6 @@ namespace clang::tidy::torch {
 
 namespace {
 
-/// Collects, in one walk of the body, the variables whose address is kept,
-/// the variables backward() runs on, and the pointers to pinned memory.
-class FunctionScanner : public RecursiveASTVisitor<FunctionScanner> {
-public:
-  FunctionScanner(llvm::DenseSet<const ValueDecl *> &Escaped)
-      : Escaped(Escaped) {}
-
-  bool shouldVisitLambdaBody() const { return false; }
-
-  /// `v.backward()`, `v.mean().backward()`, `(v / k).backward()`.
-  bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
-    const CXXMethodDecl *MD = Call->getMethodDecl();
-    if (!MD || !MD->getIdentifier() || MD->getName() != "backward" ||
-        !isTensorType(MD->getThisType()->getPointeeType()))
-      return true;
-    if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(
-            backwardSource(Call->getImplicitObjectArgument())))
-      Backward.try_emplace(Ref->getDecl(), Call);
-    return true;
-  }
-
-  bool VisitCallExpr(CallExpr *Call) {
-    // `cudaHostAlloc(&ptr, ...)`: `ptr` points to page-locked memory.
-    if (const FunctionDecl *FD = Call->getDirectCallee();
-        FD && FD->getIdentifier() && Call->getNumArgs() > 0) {
-      llvm::StringRef N = FD->getName();
-      if (N == "cudaHostAlloc" || N == "cudaMallocHost" ||
-          N == "cuMemAllocHost" || N == "cuMemHostAlloc")
-        if (const auto *UO = dyn_cast<UnaryOperator>(
-                Call->getArg(0)->IgnoreParenCasts());
-            UO && UO->getOpcode() == UO_AddrOf)
-          if (const auto *Ref =
-                  dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenCasts()))
-            PinnedPointers.insert(Ref->getDecl());
-    }
-    // An address passed straight to a call is no escape: the call is seen
-    // (its summary, or an opaque call that forgets the variable).
-    for (const Expr *Arg : Call->arguments())
-      if (const auto *UO = dyn_cast<UnaryOperator>(Arg->IgnoreParenImpCasts());
-          UO && UO->getOpcode() == UO_AddrOf)
-        PassedAddresses.insert(UO);
-    return true;
-  }
-
-  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
-    if (Op->isAssignmentOp() && Op->getNumArgs() == 2)
-      if (const auto *Ref = dyn_cast<DeclRefExpr>(
-              Op->getArg(0)->IgnoreParenImpCasts()))
-        ++Writes[Ref->getDecl()];
-    return true;
-  }
-
-  bool VisitUnaryOperator(UnaryOperator *UO) {
-    if (UO->getOpcode() == UO_AddrOf && !PassedAddresses.contains(UO))
-      if (const auto *Ref =
-              dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
-        Escaped.insert(Ref->getDecl());
-    return true;
-  }
-
-  /// The variables on which backward() runs, written at most once.
-  llvm::DenseMap<const ValueDecl *, const CallExpr *> backwardReceivers() const {
-    llvm::DenseMap<const ValueDecl *, const CallExpr *> Out;
-    for (const auto &[V, Call] : Backward) {
-      unsigned W = Writes.lookup(V);
-      const auto *VD = dyn_cast<VarDecl>(V);
-      if (!VD || Escaped.contains(V) || VD->getType()->isReferenceType())
-        continue;
-      // A parameter is written by its caller; a local by its initialiser.
-      if ((isa<ParmVarDecl>(VD) && W == 0) ||
-          (!isa<ParmVarDecl>(VD) && W == 0 && VD->hasInit()))
-        Out.try_emplace(V, Call);
-    }
-    return Out;
-  }
-
-  llvm::DenseSet<const ValueDecl *> PinnedPointers;
-
-private:
-  llvm::DenseSet<const ValueDecl *> &Escaped;
-  llvm::DenseMap<const ValueDecl *, const CallExpr *> Backward;
-  llvm::DenseMap<const ValueDecl *, unsigned> Writes;
-  llvm::DenseSet<const UnaryOperator *> PassedAddresses;
-};
-
 /// A container or buffer class whose storage is ordinary heap memory.
 bool isHostBufferClass(QualType T) {
   const CXXRecordDecl *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
@@ -122,22 +37,6 @@ bool isHostBufferClass(QualType T) {
 }
 
 } // namespace
-
-FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
-    : Owner(Owner), Function(dyn_cast_or_null<FunctionDecl>(Owner)), Ctx(Ctx),
-      Program(Program) {
-  FunctionScanner Scanner(Escaped);
-  if (const Stmt *Body = Function ? Function->getBody() : nullptr)
-    Scanner.TraverseStmt(const_cast<Stmt *>(Body));
-  if (const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Function))
-    for (const CXXCtorInitializer *Init : Ctor->inits())
-      if (Init->getInit())
-        Scanner.TraverseStmt(Init->getInit());
-  BackwardReceivers = Scanner.backwardReceivers();
-  PinnedHostPointers = std::move(Scanner.PinnedPointers);
-}
-
-const TorchApiOptions &FlowModel::options() const { return Program.options(); }
 
 Pinning FlowModel::userMemoryPinning(const Expr *Data) const {
   if (!Data)
@@ -210,9 +109,9 @@ static bool mayHoldGraph(const ValueFacts &V) {
          (V.Graph.Value == GraphState::Unknown && V.Graph.Entry);
 }
 
-void FlowModel::appendToContainer(const Location &Container, const Expr *Value,
+void FlowModel::appendToContainer(const Location &Elements, const Expr *Value,
                                   const Stmt &At, State &St) const {
-  if (!Container)
+  if (!Elements)
     return;
   ValueFacts V = evaluate(Value, St);
   // An element whose graph is kept from an earlier iteration makes the
@@ -222,8 +121,18 @@ void FlowModel::appendToContainer(const Location &Container, const Expr *Value,
     V.GraphSources.push_back(&At);
   // Elements nothing tracks may hold anything already; the graphs they keep
   // are still theirs.
-  Location Elements = Container.child(Selector::element());
   const ValueFacts *Old = St.lookup(Elements);
+  // A part of the elements (a map's mapped values) of an empty container.
+  ValueFacts Nothing;
+  Nothing.Empty = true;
+  // The container is no longer empty: its elements (the whole, and the
+  // part written) hold what was inserted.
+  if (!Old && Elements.Depth > 1)
+    if (const ValueFacts *Whole = St.lookup(Elements.parent());
+        Whole && Whole->Empty) {
+      Old = &Nothing;
+      St.set(Elements.parent(), V);
+    }
   bool WasEmpty = Old && Old->Empty;
   // A struct, pair or tuple element: its parts, as a declaration sets them,
   // join the elements' parts.
@@ -395,6 +304,14 @@ void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
 
 void FlowModel::initializeMember(const CXXCtorInitializer &Init,
                                  State &St) const {
+  // `Derived(d) : Base(d)`: the base constructor sets the base's members
+  // of this object.
+  if (Init.isBaseInitializer()) {
+    if (const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(
+            Init.getInit() ? Init.getInit()->IgnoreImplicit() : nullptr))
+      transferConstruction(*Construct, Location::thisObject(), St);
+    return;
+  }
   const FieldDecl *Field = Init.getMember();
   if (!Field || !Init.getInit())
     return;
@@ -454,7 +371,7 @@ void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
   // The condition's own variable is known on each edge.
   if (Location L = locationOf(Cond))
     if (Cond->getType()->isBooleanType()) {
-      ValueFacts V = St.get(L);
+      ValueFacts V = heldForUpdate(L, St);
       V.Scalar.Known = Taken;
       St.set(L, V);
       return;
@@ -468,7 +385,7 @@ void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
   Location L = locationOf(memberCallObject(*Call));
   if (!L)
     return;
-  ValueFacts V = St.get(L);
+  ValueFacts V = heldForUpdate(L, St);
   if (Method == "is_pinned") {
     // Only CPU tensors are pinned; a tensor that is not pinned may be
     // anywhere. A fact the test only confirms keeps its origin.

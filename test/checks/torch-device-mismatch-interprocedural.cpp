@@ -794,3 +794,119 @@ void detect() {
   d.run();
   d.run_on_host_input();
 }
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+
+// --- A state object passed by pointer ------------------------------------
+// A pointer parameter that the function never reseats names one object,
+// like a reference: what init_state() does through it is the caller's, and
+// switching the module's mode in place keeps its device.
+struct TrainState {
+  Net net;
+  torch::Device device = torch::kCPU;
+  int64_t step = 0;
+};
+void init_state(TrainState *s, torch::Device device) {
+  s->device = device;
+  s->net->to(device);
+}
+void train_state(TrainState *s) {
+  s->net->train();
+  for (; s->step < 10; ++s->step)
+    s->net->forward(torch::randn({8, 4}).to(s->device)).sum().backward();
+}
+void evaluate_state(TrainState *s) {
+  torch::NoGradGuard no_grad;
+  s->net->eval();
+  s->net->forward(torch::randn({8, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:11: warning: module 's->net' has its parameters on 'device' (from 'init_state()' {{.*}}) but is called with 'torch::randn({8, 4})' on CPU{{.*}}[torch-device-mismatch]
+}
+void run_state() {
+  torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  TrainState state;
+  init_state(&state, device);
+  train_state(&state);
+  evaluate_state(&state);
+}
+// Near-miss: a pointer the function reseats points to more than one object.
+void evaluate_either(TrainState *a, TrainState *b, bool second) {
+  torch::NoGradGuard no_grad;
+  TrainState *s = a;
+  if (second)
+    s = b;
+  s->net->forward(torch::randn({8, 4}));
+}
+void run_either() {
+  torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  TrainState on_device, on_host;
+  init_state(&on_device, device);
+  evaluate_either(&on_host, &on_device, false);
+}
+
+// --- A module member of a base class -------------------------------------
+// The base constructor, run from the derived one's initialiser list, moves
+// the module: the derived class's methods see it on the device.
+struct HeadBase {
+  explicit HeadBase(torch::Device d) : fc_(4, 3) { fc_->to(d); }
+  torch::nn::Linear fc_;
+};
+struct ScoreHead : HeadBase {
+  explicit ScoreHead(torch::Device d) : HeadBase(d) {}
+  torch::Tensor score() {
+    return fc_->forward(torch::randn({2, 4}));
+    // CHECK-MESSAGES: :[[@LINE-1]]:17: warning: module 'fc_' has its parameters on 'device' (from 'ScoreHead' {{.*}}) but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
+  }
+  torch::Tensor score_on(torch::Tensor x) { return fc_->forward(x.to(fc_->weight.device())); }
+};
+void run_heads() {
+  torch::NoGradGuard no_grad;
+  torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  ScoreHead head(device);
+  head.score();
+  head.score_on(torch::randn({2, 4}));
+}
+
+// --- Owning pointers, variants, maps, arrays ------------------------------
+struct Graph {
+  torch::Tensor features, adj;
+};
+void run_holders() {
+  torch::NoGradGuard no_grad;
+  torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  torch::nn::Linear net(4, 4);
+  net->to(device);
+  auto g = std::make_unique<Graph>();
+  g->features = torch::randn({8, 4}).to(device);
+  g->adj = torch::randn({8, 4});
+  net->forward(g->features);
+  net->forward(g->adj);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'g->adj' on CPU{{.*}}[torch-device-mismatch]
+  auto held = std::make_shared<torch::Tensor>(torch::randn({2, 4}));
+  net->forward(*held);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with '*held' on CPU{{.*}}[torch-device-mismatch]
+  // Near-miss: a shared pointer that is copied may have its object changed
+  // through the copy.
+  auto shared = std::make_shared<torch::Tensor>(torch::randn({2, 4}));
+  auto alias = shared;
+  *alias = alias->to(device);
+  net->forward(*shared);
+  std::map<int, torch::Tensor> by_id;
+  by_id.emplace(0, torch::randn({2, 4}));
+  net->forward(by_id.at(0));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'by_id.at(0)' on CPU{{.*}}[torch-device-mismatch]
+  std::map<std::string, torch::Tensor> named{{"a", torch::randn({2, 4}).to(device)}};
+  net->forward(named.at("a"));
+  std::variant<double, torch::Tensor> temperature = torch::randn({2, 4});
+  net->forward(std::get<torch::Tensor>(temperature));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'std::get<torch::Tensor>(temperature)' on CPU{{.*}}[torch-device-mismatch]
+  std::array<torch::Tensor, 2> pair{torch::randn({2, 4}), torch::randn({2, 4})};
+  net->forward(std::get<1>(pair));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'std::get<1>(pair)' on CPU{{.*}}[torch-device-mismatch]
+  std::vector<torch::Tensor> rows(3, torch::randn({2, 4}));
+  net->forward(torch::cat(rows, 0));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'torch::cat(rows, 0)' on CPU{{.*}}[torch-device-mismatch]
+}

@@ -159,3 +159,31 @@ void run_looping_evaluator() {
   // CHECK-MESSAGES: :[[@LINE-1]]:5: note: reached from here
   // CHECK-MESSAGES: :[[@LINE-10]]:5: note: this loop runs no backward()
 }
+
+// Near-miss: a module method other than forward runs its submodules in a
+// loop and returns what it built; forward returns it, and the training loop
+// runs backward() through it. No evaluation loop.
+struct SlaterImpl : torch::nn::Module {
+  SlaterImpl() {
+    for (int i = 0; i < 3; ++i)
+      nets.push_back(register_module("net" + std::to_string(i), torch::nn::Linear(3, 3)));
+  }
+  torch::Tensor rows(torch::Tensor x) {
+    std::vector<torch::Tensor> out(nets.size());
+    for (size_t i = 0; i < nets.size(); ++i)
+      out[i] = nets[i](x);
+    return torch::cat(out, 1);
+  }
+  torch::Tensor forward(torch::Tensor x) { return rows(x).sum(1); }
+  std::vector<torch::nn::Linear> nets;
+};
+TORCH_MODULE(Slater);
+void train_slater() {
+  Slater model;
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
+  for (int step = 0; step < 10; ++step) {
+    opt.zero_grad();
+    model->forward(torch::randn({8, 3})).mean().backward();
+    opt.step();
+  }
+}

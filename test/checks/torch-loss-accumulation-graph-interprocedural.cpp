@@ -319,3 +319,45 @@ void train_with_detached_sums(Net &net, DetachedSums &sums) {
     sums.add("norm", torch::randn({2}).sum());
   }
 }
+
+// A step helper that appends to a part of the state its caller passes (by
+// reference or by pointer): the caller's container, declared outside its
+// loop, keeps every step's graph.
+#include <memory>
+struct StepLog {
+  std::vector<torch::Tensor> history;
+};
+void log_step(Net &net, StepLog *log) {
+  auto loss = net->forward(torch::randn({2, 4})).sum();
+  loss.backward();
+  log->history.push_back(loss);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'loss' (from 'log_step()' {{.*}}) is still attached to its autograd graph and is appended to {{.*}}[torch-loss-accumulation-graph]
+}
+void log_detached(Net &net, StepLog &log) {
+  auto loss = net->forward(torch::randn({2, 4})).sum();
+  loss.backward();
+  log.history.push_back(loss.detach());
+}
+void train_logged(Net &net) {
+  StepLog kept;
+  for (int step = 0; step < 100; ++step) {
+    // Near-miss: a log made inside the loop dies with the iteration.
+    StepLog fresh;
+    log_step(net, &fresh);
+    log_detached(net, kept);
+  }
+  for (int step = 0; step < 100; ++step)
+    log_step(net, &kept);
+}
+
+// An accumulator owned by a shared pointer that nothing copies: `*running`
+// is one tensor.
+void train_owned_accumulator(Net &net) {
+  auto running = std::make_shared<torch::Tensor>(torch::zeros({}));
+  for (int step = 0; step < 100; ++step) {
+    auto loss = net->forward(torch::randn({2, 4})).sum();
+    loss.backward();
+    *running += loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is accumulated into '*running', declared outside the loop{{.*}}[torch-loss-accumulation-graph]
+  }
+}

@@ -245,3 +245,14 @@ void replay_pinned_set(torch::Device device) {
   std::vector<Record> some(pinned.begin(), pinned.end());
   replay_pinned(some, device);
 }
+
+// `torch::stack(v)` of a named vector of host tensors is a new pageable
+// host tensor, like `torch::stack({a, b})`.
+void upload_stacked(torch::Device device) {
+  std::vector<torch::Tensor> windows;
+  for (int i = 0; i < 4; ++i)
+    windows.push_back(torch::randn({16}));
+  auto batch = torch::stack(windows);
+  auto on_device = batch.to(device, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:26: warning: non_blocking copy of 'batch' {{.*}}[torch-non-blocking-pageable]
+}

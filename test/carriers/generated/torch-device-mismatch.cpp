@@ -11,6 +11,7 @@
 // `python3 test/carriers/generate.py`.
 
 #include <torch/torch.h>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -131,7 +132,8 @@ void param_neg() {
 }
 
 // ===--- out-parameters and mutating helpers ------------------------------=== //
-// `place(model, device)` moves the module through a `torch::nn::Module&`
+// `place(model, device)` moves the module through a `torch::nn::Module&`, and
+// `place_state(&state, device)` through a pointer to the struct that holds it
 
 // positive
 void outparam_pos_place(torch::nn::Module &module, torch::Device device) { module.to(device); }
@@ -139,6 +141,16 @@ void outparam_pos() {
   Net net;
   outparam_pos_place(*net, torch::kCUDA);
   report(net->forward(torch::randn({2, 4})));
+  // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-device-mismatch]
+}
+struct outparam_pos_State {
+  Net net;
+};
+void outparam_pos_place_state(outparam_pos_State *s, torch::Device device) { s->net->to(device); }
+void outparam_pos_by_pointer() {
+  outparam_pos_State state;
+  outparam_pos_place_state(&state, torch::kCUDA);
+  report(state.net->forward(torch::randn({2, 4})));
   // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-device-mismatch]
 }
 
@@ -149,10 +161,20 @@ void outparam_neg() {
   outparam_neg_place(*net, torch::kCUDA);
   report(net->forward(torch::randn({2, 4}, torch::kCUDA)));
 }
+struct outparam_neg_State {
+  Net net;
+};
+void outparam_neg_place_state(outparam_neg_State *s, torch::Device device) { s->net->to(device); }
+void outparam_neg_by_pointer() {
+  outparam_neg_State state;
+  outparam_neg_place_state(&state, torch::kCUDA);
+  report(state.net->forward(torch::randn({2, 4}, torch::kCUDA)));
+}
 
 // ===--- class members ----------------------------------------------------=== //
 // a member set from a factory in the constructor's init list, read in another
-// method
+// method; a base class's member set by the base constructor, read in a method
+// of the derived class
 
 // positive
 class member_pos_Head {
@@ -167,6 +189,20 @@ public:
 private:
   torch::Tensor bias_;
 };
+struct member_pos_Base {
+  member_pos_Base() : scale_(torch::ones({2})) {}
+  torch::Tensor scale_;
+};
+struct member_pos_Scaled : member_pos_Base {
+  torch::Tensor apply(const torch::Tensor &features) const {
+    return features.cuda() * scale_;
+    // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-device-mismatch]
+  }
+};
+void member_pos_derived() {
+  member_pos_Scaled scaled;
+  report(scaled.apply(torch::randn({2})));
+}
 
 // near-miss
 class member_neg_Head {
@@ -180,6 +216,19 @@ public:
 private:
   torch::Tensor bias_;
 };
+struct member_neg_Base {
+  member_neg_Base() : scale_(torch::ones({2}, torch::kCUDA)) {}
+  torch::Tensor scale_;
+};
+struct member_neg_Scaled : member_neg_Base {
+  torch::Tensor apply(const torch::Tensor &features) const {
+    return features.cuda() * scale_;
+  }
+};
+void member_neg_derived() {
+  member_neg_Scaled scaled;
+  report(scaled.apply(torch::randn({2})));
+}
 
 // ===--- struct fields, pairs, tuples -------------------------------------=== //
 // struct fields set by aggregate initialisation (`sample.image`)
@@ -210,7 +259,8 @@ void field_neg() {
 }
 
 // ===--- container elements -----------------------------------------------=== //
-// `push_back` into a `std::vector`, then a range-for over it
+// `push_back` into a `std::vector`, then a range-for over it; `emplace` into a
+// `std::map`, then `at()`
 
 // positive
 void container_pos() {
@@ -221,6 +271,10 @@ void container_pos() {
   for (const auto &x : inputs)
     report(net->forward(x));
     // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-device-mismatch]
+  std::map<int, torch::Tensor> by_id;
+  by_id.emplace(0, torch::randn({2, 4}));
+  report(net->forward(by_id.at(0)));
+  // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-device-mismatch]
 }
 
 // near-miss
@@ -231,6 +285,9 @@ void container_neg() {
   inputs.push_back(torch::randn({2, 4}, torch::kCUDA));
   for (const auto &x : inputs)
     report(net->forward(x));
+  std::map<int, torch::Tensor> by_id;
+  by_id.emplace(0, torch::randn({2, 4}, torch::kCUDA));
+  report(net->forward(by_id.at(0)));
 }
 
 // ===--- lambdas and callables --------------------------------------------=== //

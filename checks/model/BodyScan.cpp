@@ -1,0 +1,204 @@
+//===--- BodyScan.cpp - torch-tidy ----------------------------------------===//
+//
+// The FlowModel of one function, and what one walk of its body tells it
+// before the dataflow runs: the variables whose address escapes, the
+// pointers it reseats, the owning pointers another name may reach, the
+// receivers of backward(), the pointers to page-locked memory.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "api/StdLibrary.h"
+#include "api/TorchMatchers.h"
+#include "api/Training.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/AST/RecursiveASTVisitor.h"
+
+namespace clang::tidy::torch {
+
+namespace {
+
+/// Collects, in one walk of the body, the variables whose address is kept,
+/// the variables backward() runs on, and the pointers to pinned memory.
+class FunctionScanner : public RecursiveASTVisitor<FunctionScanner> {
+public:
+  FunctionScanner(llvm::DenseSet<const ValueDecl *> &Escaped,
+                  llvm::DenseSet<const ValueDecl *> &Reseated)
+      : Escaped(Escaped), Reseated(Reseated) {}
+
+  bool shouldVisitLambdaBody() const { return false; }
+
+  /// `v.backward()`, `v.mean().backward()`, `(v / k).backward()`.
+  bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+    const CXXMethodDecl *MD = Call->getMethodDecl();
+    if (!MD || !MD->getIdentifier() || MD->getName() != "backward" ||
+        !isTensorType(MD->getThisType()->getPointeeType()))
+      return true;
+    if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(
+            backwardSource(Call->getImplicitObjectArgument())))
+      Backward.try_emplace(Ref->getDecl(), Call);
+    return true;
+  }
+
+  bool VisitCallExpr(CallExpr *Call) {
+    // `cudaHostAlloc(&ptr, ...)`: `ptr` points to page-locked memory.
+    if (const FunctionDecl *FD = Call->getDirectCallee();
+        FD && FD->getIdentifier() && Call->getNumArgs() > 0) {
+      llvm::StringRef N = FD->getName();
+      if (N == "cudaHostAlloc" || N == "cudaMallocHost" ||
+          N == "cuMemAllocHost" || N == "cuMemHostAlloc")
+        if (const auto *UO = dyn_cast<UnaryOperator>(
+                Call->getArg(0)->IgnoreParenCasts());
+            UO && UO->getOpcode() == UO_AddrOf)
+          if (const auto *Ref =
+                  dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenCasts()))
+            PinnedPointers.insert(Ref->getDecl());
+    }
+    // An address passed straight to a call is no escape: the call is seen
+    // (its summary, or an opaque call that forgets the variable).
+    for (const Expr *Arg : Call->arguments())
+      if (const auto *UO = dyn_cast<UnaryOperator>(Arg->IgnoreParenImpCasts());
+          UO && UO->getOpcode() == UO_AddrOf)
+        PassedAddresses.insert(UO);
+    return true;
+  }
+
+  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
+    if (Op->isAssignmentOp() && Op->getNumArgs() == 2)
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(
+              Op->getArg(0)->IgnoreParenImpCasts()))
+        ++Writes[Ref->getDecl()];
+    return true;
+  }
+
+  bool VisitUnaryOperator(UnaryOperator *UO) {
+    if (UO->getOpcode() == UO_AddrOf && !PassedAddresses.contains(UO))
+      if (const auto *Ref =
+              dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
+        Escaped.insert(Ref->getDecl());
+    if (UO->isIncrementDecrementOp())
+      notePointerWrite(UO->getSubExpr());
+    return true;
+  }
+
+  bool VisitBinaryOperator(BinaryOperator *BO) {
+    if (BO->isAssignmentOp())
+      notePointerWrite(BO->getLHS());
+    return true;
+  }
+
+  /// The variables on which backward() runs, written at most once.
+  llvm::DenseMap<const ValueDecl *, const CallExpr *> backwardReceivers() const {
+    llvm::DenseMap<const ValueDecl *, const CallExpr *> Out;
+    for (const auto &[V, Call] : Backward) {
+      unsigned W = Writes.lookup(V);
+      const auto *VD = dyn_cast<VarDecl>(V);
+      if (!VD || Escaped.contains(V) || VD->getType()->isReferenceType())
+        continue;
+      // A parameter is written by its caller; a local by its initialiser.
+      if ((isa<ParmVarDecl>(VD) && W == 0) ||
+          (!isa<ParmVarDecl>(VD) && W == 0 && VD->hasInit()))
+        Out.try_emplace(V, Call);
+    }
+    return Out;
+  }
+
+  llvm::DenseSet<const ValueDecl *> PinnedPointers;
+
+private:
+  void notePointerWrite(const Expr *Target) {
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Target->IgnoreParenImpCasts());
+        Ref && Ref->getType()->isPointerType())
+      Reseated.insert(Ref->getDecl());
+  }
+
+  llvm::DenseSet<const ValueDecl *> &Escaped;
+  llvm::DenseSet<const ValueDecl *> &Reseated;
+  llvm::DenseMap<const ValueDecl *, const CallExpr *> Backward;
+  llvm::DenseMap<const ValueDecl *, unsigned> Writes;
+  llvm::DenseSet<const UnaryOperator *> PassedAddresses;
+};
+
+/// Finds the owning pointers (std::unique_ptr, std::shared_ptr variables)
+/// that are used other than through `*`, `->` and assignment, lambda
+/// bodies included: a copy, `get()`, a capture by copy. Another name may
+/// reach their object, so they are not tracked.
+class SharedOwnerScan : public RecursiveASTVisitor<SharedOwnerScan> {
+public:
+  bool shouldVisitLambdaBody() const { return true; }
+
+  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
+    OverloadedOperatorKind K = Op->getOperator();
+    if ((K == OO_Star || K == OO_Arrow || K == OO_Equal) && Op->getNumArgs() >= 1)
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(
+              Op->getArg(0)->IgnoreParenImpCasts());
+          Ref && isOwningPointer(Ref->getType()))
+        ++Derefs[Ref->getDecl()];
+    return true;
+  }
+
+  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+    if (isOwningPointer(Ref->getType()))
+      ++Uses[Ref->getDecl()];
+    return true;
+  }
+
+  /// `return p;` hands the object on; the local dies.
+  bool VisitReturnStmt(ReturnStmt *Return) {
+    const Expr *Value =
+        Return->getRetValue() ? Return->getRetValue()->IgnoreImplicit() : nullptr;
+    if (const auto *Move = dyn_cast_or_null<CXXConstructExpr>(Value);
+        Move && Move->getNumArgs() == 1)
+      Value = Move->getArg(0)->IgnoreImplicit();
+    if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(Value);
+        Ref && isOwningPointer(Ref->getType()))
+      ++Derefs[Ref->getDecl()];
+    return true;
+  }
+
+  bool VisitLambdaExpr(LambdaExpr *Lambda) {
+    for (const LambdaCapture &C : Lambda->captures())
+      if (C.capturesVariable() && C.getCaptureKind() == LCK_ByCopy)
+        if (const ValueDecl *V = C.getCapturedVar();
+            V && isOwningPointer(V->getType()))
+          ++Uses[V];
+    return true;
+  }
+
+  void addShared(llvm::DenseSet<const ValueDecl *> &Out) const {
+    for (const auto &[V, N] : Uses)
+      if (N != Derefs.lookup(V))
+        Out.insert(V);
+  }
+
+private:
+  llvm::DenseMap<const ValueDecl *, unsigned> Uses, Derefs;
+};
+
+} // namespace
+
+FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
+    : Owner(Owner), Function(dyn_cast_or_null<FunctionDecl>(Owner)), Ctx(Ctx),
+      Program(Program) {
+  FunctionScanner Scanner(Escaped, ReseatedPointers);
+  SharedOwnerScan Owners;
+  if (const Stmt *Body = Function ? Function->getBody() : nullptr) {
+    Scanner.TraverseStmt(const_cast<Stmt *>(Body));
+    Owners.TraverseStmt(const_cast<Stmt *>(Body));
+  }
+  if (const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Function))
+    for (const CXXCtorInitializer *Init : Ctor->inits())
+      if (Init->getInit()) {
+        Scanner.TraverseStmt(Init->getInit());
+        Owners.TraverseStmt(Init->getInit());
+      }
+  Owners.addShared(Escaped);
+  BackwardReceivers = Scanner.backwardReceivers();
+  PinnedHostPointers = std::move(Scanner.PinnedPointers);
+}
+
+const TorchApiOptions &FlowModel::options() const { return Program.options(); }
+
+} // namespace clang::tidy::torch
