@@ -212,10 +212,13 @@ llvm::StringRef tensorMethodName(const CallExpr &Call) {
   if (!MC)
     return "";
   const CXXMethodDecl *MD = MC->getMethodDecl();
-  if (!MD || !MD->getIdentifier() ||
-      MD->getParent()->getQualifiedNameAsString() != "at::Tensor")
+  if (!MD || !MD->getIdentifier())
     return "";
-  return MD->getName();
+  // The real headers (since 1.11) declare part of the API (device(),
+  // is_cuda(), is_pinned(), data_ptr(), ...) on at::TensorBase.
+  std::string Class = MD->getParent()->getQualifiedNameAsString();
+  return Class == "at::Tensor" || Class == "at::TensorBase" ? MD->getName()
+                                                             : "";
 }
 
 static bool derivesFromModule(const CXXRecordDecl *RD) {
@@ -288,6 +291,17 @@ bool returnsNoGraph(llvm::StringRef Name) {
       .Cases("logical_and", "logical_or", "logical_not", "logical_xor", true)
       .Cases("any", "all", "count_nonzero", "bucketize", "searchsorted", true)
       .Cases("bincount", "histc", "one_hot", "sign", "signbit", true)
+      .Default(false);
+}
+
+bool isElementwiseFunction(llvm::StringRef Name) {
+  return llvm::StringSwitch<bool>(Name)
+      .Cases("abs", "neg", "exp", "exp2", "expm1", "log", "log2", true)
+      .Cases("log10", "log1p", "sqrt", "rsqrt", "square", "pow", true)
+      .Cases("sin", "cos", "tan", "tanh", "sigmoid", "relu", "gelu", true)
+      .Cases("silu", "elu", "leaky_relu", "softplus", "clamp", "clip", true)
+      .Cases("floor", "ceil", "round", "trunc", "reciprocal", "erf", true)
+      .Cases("softmax", "log_softmax", "dropout", "nan_to_num", true)
       .Default(false);
 }
 

@@ -112,6 +112,9 @@ bool isViewMethod(llvm::StringRef Method);
 /// whatever their inputs: indices, booleans and counts (`argmax`, `eq`,
 /// `isnan`, `nonzero`, ...).
 bool returnsNoGraph(llvm::StringRef Name);
+/// Element-wise tensor functions of one tensor (`log`, `exp`, `relu`,
+/// `sigmoid`, ...): the result has the operand's shape.
+bool isElementwiseFunction(llvm::StringRef Name);
 /// Tensor functions and methods that return a (values, indices) tuple
 /// (`max(dim)`, `topk`, `sort`, ...): the indices carry no graph.
 bool returnsValuesAndIndices(llvm::StringRef Name);

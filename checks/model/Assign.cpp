@@ -69,7 +69,10 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
   bool StoresParameter =
       L.Kind == Location::This && F.Device.Value.isSymbolic() &&
       isa_and_nonnull<ParmVarDecl>(F.Device.Value.holder());
-  if (isDeviceType(Type) && Init && !StoresParameter &&
+  // (`auto type = cuda ? torch::kCUDA : torch::kCPU;` is a device variable
+  // too: a DeviceType.)
+  if ((isDeviceType(Type) || isDeviceTypeEnum(Type)) && Init &&
+      !StoresParameter &&
       (!F.Device.Value.isKnown() || F.Device.Value.isSymbolic()) &&
       !F.Device.Entry)
     if (const NamedDecl *Holder = L.Depth ? static_cast<const NamedDecl *>(

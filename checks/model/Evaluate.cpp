@@ -114,13 +114,12 @@ static ValueFacts loaderBatchFacts(SourceLocation Origin) {
 ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
                                        const State &S) const {
   if (const ValueFacts *F = S.lookup(L)) {
-    if (!F->Empty) {
-      ValueFacts Read = *F;
-      Read.KeepsCallerFacts = false;
-      return Read;
-    }
-    // Nothing written yet: an element of an empty container.
-    return ValueFacts();
+    // An element of a container that is empty so far reads as nothing yet
+    // (the bottom): a loop that copies it before the loop that fills it has
+    // converged must not make the copy unknown.
+    ValueFacts Read = *F;
+    Read.KeepsCallerFacts = false;
+    return Read;
   }
   ValueFacts F;
   if (L.Kind == Location::Global && L.Depth == 0)
@@ -128,7 +127,8 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
       F = Program.globalFacts(*Global);
   // A torch::Device that is not a known constant: the symbolic device
   // "whatever it holds".
-  if (isDeviceType(E.getType()) && !F.Device.Value.isKnown())
+  if ((isDeviceType(E.getType()) || isDeviceTypeEnum(E.getType())) &&
+      !F.Device.Value.isKnown())
     if (const NamedDecl *Holder = holderOf(L)) {
       F.Device = {DeviceValue::symbolic(Holder), E.getBeginLoc()};
       return F;
@@ -454,9 +454,11 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       if (isLossFunction(*FD) && F.Graph.Value == GraphState::Unknown &&
           S.path().Grad != GradMode::Disabled)
         F.Graph = {GraphState::InGraph, Loc};
-      // An operator broadcasts: 0-dim only when every operand may be (as
-      // evaluateOperator found); other functions may reduce.
-      if (!FD->isOverloadedOperator())
+      // An operator broadcasts, and an element-wise function keeps its
+      // operand's shape: 0-dim only when every operand may be (as
+      // combineOperands found); other functions may reduce.
+      if (!FD->isOverloadedOperator() &&
+          !(FD->getIdentifier() && isElementwiseFunction(FD->getName())))
         F.MayBeZeroDim = true;
     } else if (const FunctionSummary *Summary = Program.summaryForCall(Call)) {
       ResolvedCall R = resolve(Call);
@@ -477,11 +479,8 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
         !isa<CXXMethodDecl>(FD) && !F.Device.Value.isKnown())
       F.Device = {DeviceValue::symbolic(FD), Loc};
   }
-  if (const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call))
-    if (const CXXMethodDecl *MD = MC->getMethodDecl())
-      if (MD->getIdentifier() && MD->getName() == "device" &&
-          isTensorType(MD->getThisType()->getPointeeType()))
-        F.Device = evaluate(MC->getImplicitObjectArgument(), S).Device;
+  if (tensorMethodName(Call) == "device")
+    F.Device = evaluate(memberCallObject(Call), S).Device;
   if (isTensorType(Call.getType()) && S.path().Grad == GradMode::Disabled)
     F.Graph = {GraphState::NoGraph, Loc};
   return F;

@@ -176,6 +176,10 @@ void FlowAnalysis::computeLoops() const {
             L.TrainingCall = &Call;
           MayTrain |= Program.mayTrain(Call);
         });
+        // A statement clang could not compile may have held any call.
+        if (const auto *E = dyn_cast<Expr>(CS->getStmt());
+            E && E->containsErrors())
+          MayTrain = true;
       }
     }
     L.WithoutBackward = !MayTrain;

@@ -97,17 +97,9 @@ static const Expr *hostReadOperandOf(const Stmt &S) {
   if (const auto *Call = dyn_cast<CallExpr>(&S)) {
     llvm::StringRef Method = tensorMethodName(*Call);
     if (Method == "item" || Method == "data_ptr" || Method == "accessor" ||
-        Method == "tolist")
+        Method == "tolist" || Method == "const_data_ptr" ||
+        Method == "mutable_data_ptr")
       return memberCallObject(*Call);
-    // The real headers (since 1.11) declare these two on at::TensorBase.
-    if (const auto *MC = dyn_cast<CXXMemberCallExpr>(Call))
-      if (const CXXMethodDecl *MD = MC->getMethodDecl())
-        if (MD->getIdentifier() &&
-            (MD->getName() == "data_ptr" || MD->getName() == "accessor" ||
-             MD->getName() == "const_data_ptr" ||
-             MD->getName() == "mutable_data_ptr") &&
-            MD->getParent()->getQualifiedNameAsString() == "at::TensorBase")
-          return memberCallObject(*Call);
   }
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
     if (Op->getNumArgs() == 2 &&

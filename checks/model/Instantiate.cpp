@@ -14,7 +14,8 @@
 
 namespace clang::tidy::torch {
 
-/// The argument a call passes for \p P; null for a default argument.
+/// The argument a call passes for \p P, its default argument's value
+/// included (`torch::Device device = torch::kCPU`).
 static const Expr *argumentFor(const ResolvedCall &Call,
                                const ParmVarDecl &P) {
   const auto *Callee = dyn_cast_or_null<FunctionDecl>(P.getDeclContext());
@@ -25,7 +26,9 @@ static const Expr *argumentFor(const ResolvedCall &Call,
   if (Index >= Call.Arguments.size())
     return nullptr;
   const Expr *Arg = Call.Arguments[Index];
-  return !Arg || isa<CXXDefaultArgExpr>(Arg) ? nullptr : Arg;
+  if (const auto *Default = dyn_cast_or_null<CXXDefaultArgExpr>(Arg))
+    return Default->getExpr();
+  return Arg;
 }
 
 /// The location of a callee's entry value \p Entry, in the callee's terms.

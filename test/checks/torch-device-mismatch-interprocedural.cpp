@@ -910,3 +910,24 @@ void run_holders() {
   net->forward(torch::cat(rows, 0));
   // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'torch::cat(rows, 0)' on CPU{{.*}}[torch-device-mismatch]
 }
+
+// A container filled in one loop and copied into another in a second loop:
+// the copy holds what the first holds, once the first loop has settled.
+// An element-wise function keeps its operand's shape: not a 0-dim tensor.
+void run_copied_windows() {
+  torch::NoGradGuard no_grad;
+  torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  torch::nn::Linear net(4, 4);
+  net->to(device);
+  std::vector<torch::Tensor> source;
+  for (int i = 0; i < 8; ++i)
+    source.push_back(torch::randn({4}));
+  std::vector<torch::Tensor> copied;
+  for (int i = 0; i < 8; ++i)
+    copied.push_back(source[i]);
+  net->forward(copied[0]);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'copied[0]' on CPU{{.*}}[torch-device-mismatch]
+  auto prior = torch::log(torch::full({1, 4}, 0.25));
+  auto logits = net->forward(torch::randn({2, 4}).to(device)) + prior;
+  // CHECK-MESSAGES: :[[@LINE-1]]:63: warning: operator '+' combines {{.*}} on 'device' with 'prior' on CPU{{.*}}[torch-device-mismatch]
+}

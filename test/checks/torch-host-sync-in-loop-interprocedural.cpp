@@ -457,3 +457,38 @@ void segment(int gpu_id) {
   s.initialize(gpu_id);
   s.train(3);
 }
+
+// A device chosen as a DeviceType (`auto type = ... ? kCUDA : kCPU`) is a
+// device variable like a torch::Device.
+void train_on_type() {
+  auto type = torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
+  Net net;
+  net->to(type);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  for (int step = 0; step < 10; ++step) {
+    opt.zero_grad();
+    auto loss = net->forward(torch::randn({2, 4}).to(type)).sum();
+    loss.backward();
+    opt.step();
+    std::cout << loss.item<float>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:23: warning: 'loss.item<float>()' synchronises the host with the GPU on every training step where 'type' is CUDA{{.*}}[torch-host-sync-in-loop]
+  }
+}
+
+// Near-miss: a device parameter whose default argument every caller takes
+// is that default, the CPU.
+void train_on(Net &net, int steps, torch::Device device = torch::kCPU) {
+  net->to(device);
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  for (int step = 0; step < steps; ++step) {
+    opt.zero_grad();
+    auto loss = net->forward(torch::randn({2, 4}).to(device)).sum();
+    loss.backward();
+    opt.step();
+    std::cout << loss.item<float>();
+  }
+}
+void train_with_default() {
+  Net net;
+  train_on(net, 10);
+}

@@ -91,3 +91,16 @@ void render_on(torch::Device device) {
   (void)image;
   (void)fine;
 }
+
+// Near-miss on the real headers, where Tensor::device() is declared on
+// at::TensorBase: the device of a tensor parameter is what the callers pass
+// (the CPU here), not a device variable that may hold CUDA.
+torch::Tensor decode_like(Net &model, const torch::Tensor &src) {
+  auto device = src.device();
+  return model->forward(torch::zeros({1, 4}).to(device));
+}
+void decode_on_host() {
+  Net model;
+  model->to(torch::kCPU);
+  decode_like(model, torch::randint(0, 10, {1, 4}).to(torch::kFloat));
+}

@@ -39,5 +39,7 @@ Tensor nll_loss(const Tensor &self, const Tensor &target);
 Tensor cross_entropy_loss(const Tensor &self, const Tensor &target);
 Tensor binary_cross_entropy(const Tensor &self, const Tensor &target);
 Tensor relu(const Tensor &self);
+Tensor log(const Tensor &self);
+Tensor exp(const Tensor &self);
 Tensor log_softmax(const Tensor &self, int64_t dim);
 } // namespace at
