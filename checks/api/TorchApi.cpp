@@ -166,7 +166,11 @@ bool isMultiTensorFunction(const FunctionDecl &FD) {
   static const llvm::StringSet<> Names = {
       "cat",  "concat", "stack", "hstack", "vstack", "matmul", "mm",
       "bmm",  "addmm",  "where", "dot",    "mv",     "einsum", "add",
-      "sub",  "mul",    "div",   "linear", "conv2d", "conv1d", "conv3d"};
+      "sub",  "mul",    "div",   "linear", "conv2d", "conv1d", "conv3d",
+      "stft", "istft", "index_select", "gather", "lerp", "addcmul", "addcdiv",
+      "bilinear", "cdist", "cosine_similarity", "pairwise_distance",
+      "batch_norm", "layer_norm", "group_norm", "embedding",
+      "conv_transpose1d", "conv_transpose2d", "grid_sample"};
   if (isa<CXXMethodDecl>(FD) || !FD.getIdentifier() ||
       !isTorchNamespaceDecl(FD))
     return false;
@@ -522,10 +526,23 @@ bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out) {
       Stripped = stripConversions(Std->getSubExpr());
     if (const auto *List = dyn_cast<InitListExpr>(Stripped))
       Out.Operands.append(List->inits().begin(), List->inits().end());
-    else if (isTensorType(Arg->getType()))
-      Out.Operands.push_back(Arg);
+    else if (const Expr *Tensor = tensorArgument(Arg))
+      Out.Operands.push_back(Tensor);
   }
   return true;
+}
+
+const Expr *tensorArgument(const Expr *Arg) {
+  if (!Arg || isa<CXXDefaultArgExpr>(Arg))
+    return nullptr;
+  if (isTensorType(Arg->getType()))
+    return Arg;
+  const Expr *E = Arg->IgnoreImplicit();
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+      Construct && Construct->getNumArgs() == 1 &&
+      Construct->getConstructor()->getParent()->getName() == "optional")
+    E = Construct->getArg(0)->IgnoreImplicit();
+  return E != Arg->IgnoreImplicit() && isTensorType(E->getType()) ? E : nullptr;
 }
 
 bool matchTensorCopy(const Stmt &S, TensorCopy &Out) {

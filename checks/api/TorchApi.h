@@ -185,6 +185,10 @@ const Expr *argumentForParameter(const CallExpr &Call, llvm::StringRef Name);
 /// Strips implicit casts, temporaries, parentheses and converting
 /// constructors (Device -> TensorOptions, DeviceType -> Device, ...).
 const Expr *stripConversions(const Expr *E);
+/// The tensor an argument passes: itself, or the tensor converted to an
+/// optional one (`c10::optional<Tensor>` parameters: a window, a weight);
+/// null for anything else.
+const Expr *tensorArgument(const Expr *Arg);
 
 } // namespace clang::tidy::torch
 

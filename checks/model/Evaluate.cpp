@@ -185,6 +185,9 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
     return evaluateLocation(*E, L, S);
   if (SourceLocation Batch = loaderBatchOrigin(*E, Ctx); Batch.isValid())
     return loaderBatchFacts(Batch);
+  if (isTensorType(E->getType()))
+    if (ValueFacts Part = evaluatePartOfResult(E, S); !Part.isUnknown())
+      return Part;
   if (E->getType()->isBooleanType() || E->getType()->isIntegerType()) {
     F.Scalar = evaluateScalar(E, S);
     if (!isa<CallExpr>(E))
@@ -429,8 +432,8 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
           Stripped = stripConversions(Std->getSubExpr());
         if (const auto *List = dyn_cast<InitListExpr>(Stripped))
           Operands.append(List->inits().begin(), List->inits().end());
-        else if (isTensorType(Arg->getType()))
-          Operands.push_back(Arg);
+        else if (const Expr *Tensor = tensorArgument(Arg))
+          Operands.push_back(Tensor);
       }
       llvm::SmallVector<ValueFacts, 4> Facts;
       for (const Expr *Op : Operands)

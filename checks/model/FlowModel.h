@@ -234,6 +234,10 @@ private:
   ValueFacts evaluateFactory(const CallExpr &Call, const State &S) const;
   ValueFacts evaluateOperator(const Expr &E, llvm::ArrayRef<const Expr *> Ops,
                               const State &S) const;
+  /// A part of a call's temporary result (`net->forward(x).first`,
+  /// `std::get<0>(f(x))`): what the callee's summary returns in that part;
+  /// unknown when \p E is no such part.
+  ValueFacts evaluatePartOfResult(const Expr *E, const State &S) const;
   /// What an op that runs computes from operands with these facts.
   ValueFacts combineOperands(const Expr &E, llvm::ArrayRef<ValueFacts> Ops,
                              const State &S) const;

@@ -277,6 +277,39 @@ Location FlowModel::locationOf(const Expr *E) const {
   return {};
 }
 
+ValueFacts FlowModel::evaluatePartOfResult(const Expr *E, const State &S) const {
+  const Expr *Whole = nullptr;
+  const FieldDecl *Field = nullptr;
+  std::optional<unsigned> Index;
+  if (const auto *Member = dyn_cast<MemberExpr>(E); Member && !Member->isArrow()) {
+    Whole = Member->getBase();
+    Field = dyn_cast<FieldDecl>(Member->getMemberDecl());
+  } else if (const auto *Get = dyn_cast<CallExpr>(E);
+             Get && Get->getNumArgs() == 1 && Get->getDirectCallee() &&
+             Get->getDirectCallee()->isInStdNamespace() &&
+             Get->getDirectCallee()->getIdentifier() &&
+             Get->getDirectCallee()->getName() == "get") {
+    const TemplateArgumentList *Args =
+        Get->getDirectCallee()->getTemplateSpecializationArgs();
+    if (Args && Args->size() >= 1 &&
+        (*Args)[0].getKind() == TemplateArgument::Integral) {
+      Whole = Get->getArg(0);
+      Index = unsigned((*Args)[0].getAsIntegral().getZExtValue());
+      Field = pairField(Whole->getType(), *Index);
+    }
+  }
+  const auto *Call = Whole ? dyn_cast<CallExpr>(stripConversions(Whole)) : nullptr;
+  if (!Call || (!Field && !Index))
+    return {};
+  State Scratch = S;
+  Location Result = Location::returned();
+  if (!assignCallResult(Result, Call, Scratch))
+    return {};
+  Location Part = Field ? Result.child(Selector::field(Field))
+                        : Result.child(Selector::tupleElement(*Index));
+  return evaluateLocation(*E, Part, Scratch);
+}
+
 Location FlowModel::returnedStorageAt(const CallExpr &Call) const {
   const FunctionDecl *Callee = Call.getDirectCallee();
   if (!Callee || isLibraryFunction(*Callee))

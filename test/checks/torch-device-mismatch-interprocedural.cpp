@@ -931,3 +931,34 @@ void run_copied_windows() {
   auto logits = net->forward(torch::randn({2, 4}).to(device)) + prior;
   // CHECK-MESSAGES: :[[@LINE-1]]:63: warning: operator '+' combines {{.*}} on 'device' with 'prior' on CPU{{.*}}[torch-device-mismatch]
 }
+
+// A tensor passed for a c10::optional<Tensor> parameter (stft's window) is
+// an operand; the result of the failing op is on no device to report again.
+void run_spectrogram() {
+  torch::NoGradGuard no_grad;
+  torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  torch::nn::Linear net(4, 4);
+  net->to(device);
+  auto wave = torch::randn({4, 256});
+  auto window = torch::ones({64}).to(device);
+  auto spec = torch::stft(wave, 64, 16, 64, window, false);
+  // CHECK-MESSAGES: :[[@LINE-1]]:15: warning: 'at::stft' combines 'wave' on CPU with 'window' on 'device'{{.*}}[torch-device-mismatch]
+  net->forward(spec);
+}
+
+// A part of a forward's temporary result is what that part of its summary
+// holds: `.first` of a pair.
+struct PairHeadsImpl : torch::nn::Module {
+  PairHeadsImpl() : a(register_module("a", torch::nn::Linear(4, 4))), b(register_module("b", torch::nn::Linear(4, 4))) {}
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor &x) { return {a(x), b(x)}; }
+  torch::nn::Linear a, b;
+};
+TORCH_MODULE(PairHeads);
+void run_heads_temporary() {
+  torch::NoGradGuard no_grad;
+  torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  PairHeads heads;
+  heads->to(device);
+  auto logits = heads->forward(torch::randn({2, 4}).to(device)).first + torch::randn({2, 4});
+  // CHECK-MESSAGES: :[[@LINE-1]]:71: warning: operator '+' combines {{.*}} on 'device' with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
+}

@@ -40,6 +40,11 @@ Tensor cross_entropy_loss(const Tensor &self, const Tensor &target);
 Tensor binary_cross_entropy(const Tensor &self, const Tensor &target);
 Tensor relu(const Tensor &self);
 Tensor log(const Tensor &self);
+// The window is a c10::optional<Tensor>, as in the real header.
+Tensor stft(const Tensor &self, int64_t n_fft, c10::optional<int64_t> hop_length,
+            c10::optional<int64_t> win_length, const c10::optional<Tensor> &window,
+            bool normalized, c10::optional<bool> onesided = c10::nullopt,
+            c10::optional<bool> return_complex = c10::nullopt);
 Tensor exp(const Tensor &self);
 Tensor log_softmax(const Tensor &self, int64_t dim);
 } // namespace at
