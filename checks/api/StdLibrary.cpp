@@ -91,6 +91,9 @@ bool isTupleLike(QualType T) {
 
 const Expr *iteratedContainer(const Expr &Init) {
   const Expr *E = Init.IgnoreImplicit();
+  // A built-in array decayed to a pointer to its first element.
+  if (E->getType()->isConstantArrayType())
+    return E;
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(E);
       Construct && Construct->getNumArgs() == 1)
     E = Construct->getArg(0)->IgnoreImplicit();

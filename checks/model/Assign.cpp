@@ -176,6 +176,27 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       !isTensorType(Type) && !isDeviceType(Type) && !isTensorOptionsType(Type))
     Stripped = Copy->getArg(0)->IgnoreImplicit();
 
+  // A built-in array of tensors (`torch::Tensor frames[4] = {a, b};`): its
+  // elements, like a container's.
+  if (Type->isConstantArrayType() &&
+      isTensorType(QualType(Type->getBaseElementTypeUnsafe(), 0))) {
+    ValueFacts Joined;
+    Joined.Empty = true;
+    if (const auto *List = dyn_cast_or_null<InitListExpr>(Stripped)) {
+      for (const Expr *E : List->inits())
+        Joined = joinFacts(Joined, evaluate(E, St));
+      // Elements the list leaves out are default-constructed: nothing yet.
+    } else if (Location From = Stripped ? locationOf(Stripped) : Location()) {
+      St.copyTree(From, L);
+      return;
+    } else if (Stripped && !isa<CXXConstructExpr>(Stripped)) {
+      Joined = ValueFacts();
+    }
+    St.forgetTree(L);
+    St.set(L.child(Selector::element()), Joined);
+    return;
+  }
+
   // An owning pointer: the object it owns (`std::make_unique<T>(args)`),
   // or, from another owner (`std::move(p)`), that one's.
   if (isOwningPointer(Type) && !isModuleHandleType(Type)) {

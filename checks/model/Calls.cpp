@@ -260,7 +260,10 @@ static void defaultConstructMembers(const CXXConstructorDecl &Ctor,
     if (Field->hasInClassInitializer() || Initialised.contains(Field))
       continue;
     Location Member = Object.child(Selector::field(Field));
-    if (containerRecord(Field->getType()))
+    QualType Type = Field->getType();
+    if (containerRecord(Type) ||
+        (Type->isConstantArrayType() &&
+         isTensorType(QualType(Type->getBaseElementTypeUnsafe(), 0))))
       St.set(Member.child(Selector::element()), Nothing);
     else if (isTensorType(Field->getType()))
       St.set(Member, Nothing);

@@ -442,12 +442,20 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       // `torch::stack(losses)`: the elements of a container argument are
       // operands too (one location stands for all of them).
       for (const Expr *Arg : Call.arguments())
-        if (containerRecord(stripConversions(Arg)->getType())) {
-          Location C = locationOf(stripConversions(Arg));
-          ValueFacts Elements =
-              C ? evaluateLocation(*Arg, C.child(Selector::element()), S)
-                : ValueFacts();
-          Facts.push_back(Elements);
+        if (const Expr *Container = stripConversions(Arg);
+            containerRecord(Container->getType())) {
+          Location C = locationOf(Container);
+          // A temporary container (`std::vector<Tensor>(first, last)`):
+          // its elements as a declaration would set them.
+          State Scratch;
+          if (!C) {
+            Scratch = S;
+            C = Location::returned();
+            assign(C, Container->getType(), Container, Loc, Scratch);
+          }
+          Facts.push_back(evaluateLocation(
+              *Arg, C.child(Selector::element()),
+              C.Kind == Location::Return ? Scratch : S));
         }
       F = combineOperands(Call, Facts, S);
       if (FD->getIdentifier() && returnsNoGraph(FD->getName())) {

@@ -962,3 +962,20 @@ void run_heads_temporary() {
   auto logits = heads->forward(torch::randn({2, 4}).to(device)).first + torch::randn({2, 4});
   // CHECK-MESSAGES: :[[@LINE-1]]:71: warning: operator '+' combines {{.*}} on 'device' with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
 }
+
+// A built-in array of tensors is a container: its elements, and a vector
+// built from a range of it, named or temporary.
+void run_from_array() {
+  torch::NoGradGuard no_grad;
+  torch::Device device = torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  torch::nn::Linear net(4, 4);
+  net->to(device);
+  torch::Tensor frames[2] = {torch::randn({2, 4}), torch::randn({2, 4})};
+  net->forward(frames[1]);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'frames[1]' on CPU{{.*}}[torch-device-mismatch]
+  std::vector<torch::Tensor> batch(frames, frames + 2);
+  net->forward(batch[0]);
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'batch[0]' on CPU{{.*}}[torch-device-mismatch]
+  net->forward(torch::cat(std::vector<torch::Tensor>(frames, frames + 2)));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with {{.*}} on CPU{{.*}}[torch-device-mismatch]
+}
