@@ -113,13 +113,8 @@ DeviceLiteralKind classifyDeviceLiteral(const Expr &E) {
 }
 
 static bool isTensorMethodCall(const Expr &E, llvm::StringRef Name) {
-  const auto *MC = dyn_cast<CXXMemberCallExpr>(&E);
-  if (!MC)
-    return false;
-  const CXXMethodDecl *MD = MC->getMethodDecl();
-  return MD && MD->getDeclName().isIdentifier() && MD->getName() == Name &&
-         (isRecordNamed(MD->getParent(), "at::Tensor") ||
-          isRecordNamed(MD->getParent(), "at::TensorBase"));
+  const auto *Call = dyn_cast<CallExpr>(&E);
+  return Call && tensorMethodName(*Call) == Name;
 }
 
 bool isTensorCudaCall(const Expr &E) { return isTensorMethodCall(E, "cuda"); }

@@ -94,6 +94,10 @@ static bool hasQualifiedRecordName(QualType T, llvm::StringRef Name) {
 }
 
 bool isTensorType(QualType T) { return hasQualifiedRecordName(T, "at::Tensor"); }
+bool isTensorArrayType(QualType T) {
+  return !T.isNull() && T->isConstantArrayType() &&
+         isTensorType(QualType(T->getBaseElementTypeUnsafe(), 0));
+}
 bool isDeviceType(QualType T) { return hasQualifiedRecordName(T, "c10::Device"); }
 bool isTensorOptionsType(QualType T) {
   return hasQualifiedRecordName(T, "c10::TensorOptions");

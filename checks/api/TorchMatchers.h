@@ -46,6 +46,8 @@ std::string quotedSource(const Expr *E, const ASTContext &Ctx,
                          llvm::StringRef Fallback, size_t MaxLength = 40);
 
 bool isTensorType(QualType T);
+/// A built-in array of tensors (`torch::Tensor frames[4]`), any rank.
+bool isTensorArrayType(QualType T);
 /// `c10::Device`.
 bool isDeviceType(QualType T);
 /// `c10::DeviceType`, the enum behind `torch::kCUDA` and `torch::kCPU`.

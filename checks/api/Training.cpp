@@ -1,6 +1,7 @@
 //===--- Training.cpp - torch-tidy ----------------------------------------===//
 
 #include "Training.h"
+#include "TorchApi.h"
 #include "TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
@@ -52,10 +53,8 @@ bool isBackwardCall(const CallExpr &Call, const TorchApiOptions &Opts) {
   const FunctionDecl *FD = Call.getDirectCallee();
   if (!FD || !FD->getIdentifier())
     return false;
-  if (const auto *MD = dyn_cast<CXXMethodDecl>(FD)) {
-    if (FD->getName() == "backward" &&
-        (isRecordNamed(MD->getParent(), "at::Tensor") ||
-         isRecordNamed(MD->getParent(), "at::TensorBase")))
+  if (isa<CXXMethodDecl>(FD)) {
+    if (tensorMethodName(Call) == "backward")
       return true;
   } else if (FD->getQualifiedNameAsString() == "torch::autograd::backward") {
     return true;

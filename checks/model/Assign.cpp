@@ -178,8 +178,7 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
 
   // A built-in array of tensors (`torch::Tensor frames[4] = {a, b};`): its
   // elements, like a container's.
-  if (Type->isConstantArrayType() &&
-      isTensorType(QualType(Type->getBaseElementTypeUnsafe(), 0))) {
+  if (isTensorArrayType(Type)) {
     ValueFacts Joined;
     Joined.Empty = true;
     if (const auto *List = dyn_cast_or_null<InitListExpr>(Stripped)) {

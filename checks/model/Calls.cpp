@@ -261,9 +261,7 @@ static void defaultConstructMembers(const CXXConstructorDecl &Ctor,
       continue;
     Location Member = Object.child(Selector::field(Field));
     QualType Type = Field->getType();
-    if (containerRecord(Type) ||
-        (Type->isConstantArrayType() &&
-         isTensorType(QualType(Type->getBaseElementTypeUnsafe(), 0))))
+    if (containerRecord(Type) || isTensorArrayType(Type))
       St.set(Member.child(Selector::element()), Nothing);
     else if (isTensorType(Field->getType()))
       St.set(Member, Nothing);

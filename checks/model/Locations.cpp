@@ -299,7 +299,9 @@ ValueFacts FlowModel::evaluatePartOfResult(const Expr *E, const State &S) const 
     }
   }
   const auto *Call = Whole ? dyn_cast<CallExpr>(stripConversions(Whole)) : nullptr;
-  if (!Call || (!Field && !Index))
+  // Only a call with a summary has parts to read: no copy of the state
+  // for the rest.
+  if (!Call || (!Field && !Index) || !summaryAt(*Call, S))
     return {};
   State Scratch = S;
   Location Result = Location::returned();

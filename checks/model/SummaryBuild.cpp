@@ -1,0 +1,177 @@
+//===--- SummaryBuild.cpp - torch-tidy ------------------------------------===//
+//
+// ProgramModel::buildSummary: what a function's analysis proves in its entry
+// terms (returned value and parts, effects on what the caller sees, clobbers,
+// grad mode, training calls), with the obligations judging lifted.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowAnalysis.h"
+#include "ProgramModel.h"
+#include "api/StdLibrary.h"
+#include "api/Training.h"
+#include "api/TorchMatchers.h"
+#include "clang/AST/ExprCXX.h"
+
+namespace clang::tidy::torch {
+
+//===--- Summaries ---------------------------------------------------------===//
+
+/// Whether the caller of \p F can see a change of \p L.
+static bool isVisibleToCaller(const Location &L, const FunctionDecl &F) {
+  switch (L.Kind) {
+  case Location::This:
+  case Location::Global:
+    return true;
+  case Location::Local: {
+    const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
+    if (!P) {
+      // A variable a lambda captures by reference.
+      const auto *Method = dyn_cast<CXXMethodDecl>(&F);
+      if (!Method || !Method->getParent()->isLambda())
+        return false;
+      for (const LambdaCapture &C : Method->getParent()->captures())
+        if (C.capturesVariable() && C.getCapturedVar() == L.Root)
+          return C.getCaptureKind() == LCK_ByRef;
+      return false;
+    }
+    QualType T = P->getType();
+    if (isModuleHandleType(T))
+      return true;
+    return (T->isLValueReferenceType() || T->isPointerType()) &&
+           !T->getPointeeType().isConstQualified();
+  }
+  default:
+    return false;
+  }
+}
+
+/// The caller's storage that \p Returned names: a member of `*this`, a
+/// part of a parameter, a reference parameter; null for anything else.
+static Location returnedStorage(const FunctionDecl &F, const FlowModel &M,
+                                const Expr &Returned) {
+  Location L = M.locationOf(&Returned);
+  if (L.Kind == Location::This)
+    return L;
+  if (const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
+      L.Kind == Location::Local && P && P->getDeclContext() == &F &&
+      (L.Depth > 0 ? P->getType()->isReferenceType() ||
+                         P->getType()->isPointerType()
+                   : P->getType()->isReferenceType()))
+    return L;
+  return {};
+}
+
+FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
+                                           const FlowAnalysis &A) {
+  FunctionSummary S;
+  S.Known = true;
+  const FlowModel &M = A.model();
+  bool SawReturn = false;
+  std::vector<SummaryEffect> Returns;
+  std::optional<Location> Storage;
+  A.replay([&](const Stmt &St, const State &Before) {
+    const auto *Ret = dyn_cast<ReturnStmt>(&St);
+    if (!Ret || !Ret->getRetValue())
+      return;
+    Location Returned = returnedStorage(F, M, *Ret->getRetValue());
+    Storage = !Storage || *Storage == Returned ? Returned : Location();
+    // The returned value and its parts, as a local copy would hold them.
+    State Copy = Before;
+    Location Slot = Location::returned();
+    const Expr *V = Ret->getRetValue();
+    M.assignReturned(*V, F.getReturnType(), Copy);
+
+    llvm::SmallVector<SummaryEffect, 4> These;
+    ValueFacts Whole = M.evaluate(V, Before);
+    if (const ValueFacts *Assigned = Copy.lookup(Slot))
+      Whole = *Assigned;
+    These.push_back({Slot, Whole});
+    for (const Location &Part : Copy.tree(Slot))
+      if (Part != Slot)
+        These.push_back({Part, Copy.get(Part)});
+    if (!SawReturn) {
+      Returns.assign(These.begin(), These.end());
+    } else {
+      // Join with what the other returns give, part by part.
+      std::vector<SummaryEffect> Merged;
+      for (const SummaryEffect &Old : Returns)
+        for (const SummaryEffect &New : These)
+          if (Old.Where == New.Where) {
+            ValueFacts J = joinFacts(Old.Exit, New.Exit);
+            if (!J.isUnknown())
+              Merged.push_back({Old.Where, J});
+          }
+      Returns = std::move(Merged);
+    }
+    SawReturn = true;
+  });
+  if (Storage)
+    S.ReturnedStorage = *Storage;
+  // A device the callee keeps in a local is "whatever it returns".
+  for (SummaryEffect &R : Returns) {
+    if (R.Where.Depth == 0 && R.Exit.Device.Value.isSymbolic())
+      if (const auto *Local = dyn_cast_or_null<VarDecl>(R.Exit.Device.Value.holder());
+          Local && !isa<ParmVarDecl>(Local) && Local->hasLocalStorage())
+        R.Exit.Device = {DeviceValue::symbolic(&F), R.Exit.Device.Origin};
+    if (!R.Exit.isUnknown())
+      S.Returns.push_back(R);
+  }
+
+  // Effects: what the exit state holds for the locations the caller sees
+  // that differs from their entry.
+  if (const State *Exit = A.exitState()) {
+    const State &Entry = A.entryState();
+    llvm::SmallVector<Location, 8> Seen;
+    auto Collect = [&](const Location &L, const ValueFacts &) {
+      if (isVisibleToCaller(L, F) && !llvm::is_contained(Seen, L))
+        Seen.push_back(L);
+    };
+    Exit->forEach(Collect);
+    Entry.forEach(Collect);
+    llvm::sort(Seen);
+    for (const Location &L : Seen) {
+      ValueFacts After = Exit->get(L);
+      if (After == Entry.get(L))
+        continue;
+      if (After.isUnknown())
+        S.Clobbers.push_back(L);
+      else
+        S.Effects.push_back({L, After});
+    }
+    if (Exit->path().Grad != GradMode::Entry)
+      S.ExitGrad = Exit->path().Grad;
+    S.SelectsCuda = Exit->path().CudaSelectedBefore ||
+                    llvm::any_of(Exit->path().UncheckedCuda, [](const auto &U) {
+                      return U.second != CudaGuard::Checked;
+                    });
+    for (const OomRecovery &R : Exit->recoveries())
+      if (R.EmptyCache && !S.OomEmptyCache) {
+        S.OomHandler = R.Handler;
+        S.OomEmptyCache = R.EmptyCache;
+      }
+  }
+
+  // Obligations the callers must judge, and the training the body does.
+  judge(A, /*Lift=*/true, nullptr, &S.Obligations);
+  A.replay([&](const Stmt &St, const State &Before) {
+    const auto *Call = dyn_cast<CallExpr>(&St);
+    if (!Call)
+      return;
+    if (S.Backward.isInvalid() && callTrains(*Call, TrainingCall::Backward))
+      S.Backward = Call->getExprLoc();
+    if (S.Step.isInvalid() && callTrains(*Call, TrainingCall::Step))
+      S.Step = Call->getExprLoc();
+    if (!S.TrainsPerCall && callTrains(*Call, TrainingCall::PerStep) &&
+        A.loopContext(*Call).Loop.isInvalid())
+      S.TrainsPerCall = true;
+    S.MayRunOpaqueBackward |= mayTrain(*Call);
+    if (isSynchronizeCall(*Call, options()))
+      S.MaySynchronize = true;
+    else if (const FunctionSummary *Inner = A.model().summaryAt(*Call, Before))
+      S.MaySynchronize |= Inner->MaySynchronize;
+  });
+  return S;
+}
+
+} // namespace clang::tidy::torch
