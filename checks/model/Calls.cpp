@@ -332,6 +332,40 @@ static const Expr *moduleArgumentOf(const CallExpr &Call,
   return nullptr;
 }
 
+void FlowModel::recordBackpropagation(const CallExpr &Call,
+                                      const FunctionSummary *Summary,
+                                      State &St) const {
+  // What the backward passes reach: a callee that knows says through which
+  // of its entry values; else the object and every tensor argument.
+  llvm::SmallVector<ValueFacts, 4> Reached;
+  if (Summary && Summary->BackwardEntriesKnown &&
+      !isBackwardCall(Call, options()) && !isGradientCall(Call)) {
+    ResolvedCall Resolved = resolve(Call, St);
+    for (const ValueDecl *Entry : Summary->BackwardEntries)
+      Reached.push_back(entryValueAt(*Entry, Resolved, St));
+  } else {
+    if (const Expr *Object = memberCallObject(Call))
+      Reached.push_back(evaluate(Object, St));
+    for (const Expr *Arg : Call.arguments())
+      if (!isa<CXXDefaultArgExpr>(Arg) &&
+          (isTensorType(Arg->getType()) || containerRecord(Arg->getType())))
+        Reached.push_back(evaluate(Arg, St));
+  }
+  PathFacts &Path = St.path();
+  for (const ValueFacts &V : Reached) {
+    addSources(Path.GraphsBackpropagated, V.GraphSources);
+    if (V.Graph.Value == GraphState::NoGraph)
+      continue;
+    if (V.Graph.Entry && V.Graph.Value == GraphState::Unknown &&
+        V.GraphSources.empty()) {
+      if (!llvm::is_contained(Path.EntriesBackpropagated, V.Graph.Entry))
+        Path.EntriesBackpropagated.push_back(V.Graph.Entry);
+    } else {
+      Path.BackpropagatedOther = true;
+    }
+  }
+}
+
 void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   const FunctionSummary *Summary = summaryAt(Call, St);
   // A backward pass reaches the graphs its tensors carry; an opaque call
@@ -340,6 +374,15 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
                   (Summary && Summary->Backward.isValid());
   bool Opaque = !Backward && !Summary && Call.getDirectCallee() &&
                 !isLibraryFunction(*Call.getDirectCallee());
+  if (Backward)
+    recordBackpropagation(Call, Summary, St);
+  else if (Opaque) {
+    if (const Expr *Object = memberCallObject(Call))
+      addSources(St.path().GraphsEscaped, evaluate(Object, St).GraphSources);
+    for (const Expr *Arg : Call.arguments())
+      if (isTensorType(Arg->getType()) || containerRecord(Arg->getType()))
+        addSources(St.path().GraphsEscaped, evaluate(Arg, St).GraphSources);
+  }
   // After `t.backward()` returns, `t` has a graph: LibTorch throws
   // otherwise.
   if (isBackwardCall(Call, options()))
@@ -350,15 +393,6 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
           F.Graph = {GraphState::InGraph, Call.getExprLoc()};
           St.set(L, F);
         }
-  if (Backward || Opaque) {
-    auto &Into = Backward ? St.path().GraphsBackpropagated
-                          : St.path().GraphsEscaped;
-    if (const Expr *Object = memberCallObject(Call))
-      addSources(Into, evaluate(Object, St).GraphSources);
-    for (const Expr *Arg : Call.arguments())
-      if (isTensorType(Arg->getType()) || containerRecord(Arg->getType()))
-        addSources(Into, evaluate(Arg, St).GraphSources);
-  }
   if (isSynchronizeCall(Call, options()) || isBlockingDeviceRead(Call, St) ||
       (Summary && Summary->MaySynchronize))
     St.completePendingCopies();

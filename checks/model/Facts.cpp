@@ -247,6 +247,8 @@ bool PathFacts::operator==(const PathFacts &O) const {
          UncheckedCuda == O.UncheckedCuda && CpuSelections == O.CpuSelections &&
          AvailabilityChecks == O.AvailabilityChecks &&
          GraphsBackpropagated == O.GraphsBackpropagated &&
+         EntriesBackpropagated == O.EntriesBackpropagated &&
+         BackpropagatedOther == O.BackpropagatedOther &&
          GraphsEscaped == O.GraphsEscaped;
 }
 
@@ -297,6 +299,10 @@ PathFacts joinPaths(const PathFacts &A, const PathFacts &B, bool AKeptCpu,
   R.GraphsBackpropagated.assign(A.GraphsBackpropagated.begin(),
                                 A.GraphsBackpropagated.end());
   unite<const Stmt *>(R.GraphsBackpropagated, B.GraphsBackpropagated);
+  R.EntriesBackpropagated.assign(A.EntriesBackpropagated.begin(),
+                                 A.EntriesBackpropagated.end());
+  unite<const ValueDecl *>(R.EntriesBackpropagated, B.EntriesBackpropagated);
+  R.BackpropagatedOther = A.BackpropagatedOther || B.BackpropagatedOther;
   R.GraphsEscaped.assign(A.GraphsEscaped.begin(), A.GraphsEscaped.end());
   unite<const Stmt *>(R.GraphsEscaped, B.GraphsEscaped);
   return R;

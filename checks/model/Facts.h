@@ -265,6 +265,11 @@ struct PathFacts {
   /// analysis cannot follow (an opaque call), on some path.
   llvm::SmallVector<const Stmt *, 2> GraphsBackpropagated;
   llvm::SmallVector<const Stmt *, 2> GraphsEscaped;
+  /// The entry values whose graphs (the callers') a backward() reached on
+  /// some path; BackpropagatedOther: it also reached a value that is none of
+  /// them, which may hold any caller's graph.
+  llvm::SmallVector<const ValueDecl *, 1> EntriesBackpropagated;
+  bool BackpropagatedOther = false;
   /// CPU selections made on this path: a branch that picks the CPU where the
   /// other picks CUDA is a fallback.
   llvm::SmallVector<const Expr *, 2> CpuSelections;

@@ -311,6 +311,13 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
   }
   for (const Obligation &O : S.Obligations)
     Obligations.push_back(obligation(O));
+  llvm::json::Value BackwardEntries = nullptr;
+  if (S.BackwardEntriesKnown) {
+    llvm::json::Array Entries;
+    for (const ValueDecl *D : S.BackwardEntries)
+      Entries.push_back(entry(D));
+    BackwardEntries = std::move(Entries);
+  }
   llvm::json::Value ReturnedStorage = nullptr;
   if (S.ReturnedStorage)
     ReturnedStorage = location(S.ReturnedStorage);
@@ -325,6 +332,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"obligations", std::move(Obligations)},
       {"backward", place(S.Backward)},
       {"step", place(S.Step)},
+      {"backwardEntries", std::move(BackwardEntries)},
       {"trainsPerCall", S.TrainsPerCall},
       {"selectsCuda", S.SelectsCuda},
       {"maySynchronize", S.MaySynchronize},

@@ -305,6 +305,15 @@ FactReader::summary(const llvm::json::Object &O) const {
           S.Obligations.push_back(std::move(*X));
   S.Backward = place(O.get("backward"));
   S.Step = place(O.get("step"));
+  // Entries this TU cannot name may be any argument: not known.
+  if (const llvm::json::Array *Entries = O.getArray("backwardEntries")) {
+    S.BackwardEntriesKnown = true;
+    for (const llvm::json::Value &V : *Entries)
+      if (const ValueDecl *D = entry(&V))
+        S.BackwardEntries.push_back(D);
+      else
+        S.BackwardEntriesKnown = false;
+  }
   S.TrainsPerCall = O.getBoolean("trainsPerCall").value_or(false);
   S.SelectsCuda = O.getBoolean("selectsCuda").value_or(false);
   // A backward or a step the reading TU cannot locate still runs.

@@ -84,7 +84,11 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
     OS << S.getStmtClassName() << " @" << SM.getPresumedLineNumber(S.getBeginLoc())
        << ":" << SM.getPresumedColumnNumber(S.getBeginLoc()) << "  cuda="
        << int(St.path().Cuda) << " grad=" << int(St.path().Grad)
-       << " backprop=" << St.path().GraphsBackpropagated.size() << "\n";
+       << " backprop=" << St.path().GraphsBackpropagated.size();
+    for (const Stmt *B : St.path().GraphsBackpropagated)
+      OS << " " << SM.getPresumedLineNumber(B->getBeginLoc()) << ":"
+         << SM.getPresumedColumnNumber(B->getBeginLoc());
+    OS << (St.path().BackpropagatedOther ? " other" : "") << "\n";
     St.forEach([&](const Location &L, const ValueFacts &V) {
       OS << "    "
          << (L.Root ? L.Root->getNameAsString()

@@ -279,6 +279,9 @@ private:
   bool assignCallResult(const Location &L, const Expr *Value,
                         State &St) const;
   void transferCall(const CallExpr &Call, State &St) const;
+  /// The graphs a call that runs a backward pass reaches, on the path.
+  void recordBackpropagation(const CallExpr &Call,
+                             const FunctionSummary *Summary, State &St) const;
   /// Whether \p E reads the location \p L.
   bool readsLocation(const Expr *E, const Location &L) const;
   /// What an update of \p Into adds to it: `v` in `c + v`, `0.1 * v` in

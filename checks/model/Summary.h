@@ -58,6 +58,11 @@ struct FunctionSummary {
   /// gradient reset on some path; the first such call, for notes.
   SourceLocation Backward;
   SourceLocation Step;
+  /// When BackwardEntriesKnown, the backward passes reach the callers'
+  /// graphs only through these entry values (`e.backward()` on a parameter
+  /// reaches the graph of its argument and no other argument's).
+  llvm::SmallVector<const ValueDecl *, 2> BackwardEntries;
+  bool BackwardEntriesKnown = false;
   /// A backward pass or a step runs outside every loop of the body (a
   /// per-step helper): the caller's loop around a call is a training loop.
   bool TrainsPerCall = false;

@@ -139,6 +139,9 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
       else
         S.Effects.push_back({L, After});
     }
+    S.BackwardEntriesKnown = !Exit->path().BackpropagatedOther;
+    S.BackwardEntries.assign(Exit->path().EntriesBackpropagated.begin(),
+                             Exit->path().EntriesBackpropagated.end());
     if (Exit->path().Grad != GradMode::Entry)
       S.ExitGrad = Exit->path().Grad;
     S.SelectsCuda = Exit->path().CudaSelectedBefore ||

@@ -249,7 +249,8 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
       if (!L)
         return;
       const ValueFacts *Old = St.lookup(L);
-      ValueFacts Acc = Old ? *Old : ValueFacts();
+      // A caller's part keeps what the caller's storage held.
+      ValueFacts Acc = heldForUpdate(L, St);
       ValueFacts Rhs = evaluate(Op->getArg(1), St);
       if (Rhs.Graph.Value == GraphState::InGraph) {
         Acc.Graph = {GraphState::InGraph, Op->getExprLoc()};

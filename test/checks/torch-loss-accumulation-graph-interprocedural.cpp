@@ -361,3 +361,79 @@ void train_owned_accumulator(Net &net) {
     // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph and is accumulated into '*running', declared outside the loop{{.*}}[torch-loss-accumulation-graph]
   }
 }
+
+// A helper that backpropagates its loss parameter reaches that argument's
+// graph, not the accumulator it is also given.
+void step_and_sum(torch::optim::SGD &opt, const torch::Tensor &loss,
+                  torch::Tensor &sum) {
+  loss.backward();
+  opt.step();
+  sum += loss;
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'l' (from 'step_and_sum()' {{.*}}) is still attached to its autograd graph and is accumulated into 'running'{{.*}}[torch-loss-accumulation-graph]
+}
+// Near-miss: a helper that backpropagates the accumulator itself (gradient
+// accumulation through the sum).
+void sum_then_backward(const torch::Tensor &loss, torch::Tensor &sum) {
+  sum += loss;
+  sum.backward();
+}
+// Near-miss: the caller's accumulator goes through a backward in another
+// helper (the flush of an accumulation window).
+void add_to(torch::Tensor &sum, const torch::Tensor &loss) { sum += loss; }
+void flush(torch::optim::SGD &opt, torch::Tensor &sum) {
+  sum.backward();
+  opt.step();
+  sum = torch::zeros({});
+}
+void train_with_step_helpers(Net &net, torch::optim::SGD &opt) {
+  torch::Tensor running = torch::zeros({});
+  torch::Tensor window = torch::zeros({});
+  torch::Tensor through = torch::zeros({});
+  for (int step = 0; step < 100; ++step) {
+    opt.zero_grad();
+    auto l = net->forward(torch::randn({2, 4})).sum();
+    step_and_sum(opt, l, running);
+    opt.zero_grad();
+    sum_then_backward(net->forward(torch::randn({2, 4})).sum(), through);
+    add_to(window, net->forward(torch::randn({2, 4})).sum());
+    if (step % 4 == 3)
+      flush(opt, window);
+  }
+}
+
+// Two helpers that add to the same field of the caller's struct: each keeps
+// the graphs the other added, so each finds its own earlier one.
+struct EpochStats {
+  torch::Tensor policy_sum;
+  torch::Tensor value_sum;
+};
+void add_policy(EpochStats &st, const torch::Tensor &loss) {
+  st.policy_sum += loss;
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'p' is still attached to its autograd graph and is accumulated into parameter 'st.policy_sum'{{.*}}[torch-loss-accumulation-graph]
+}
+void add_policy_bonus(EpochStats &st, const torch::Tensor &loss) {
+  st.policy_sum += loss;
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'p' is still attached to its autograd graph and is accumulated into parameter 'st.policy_sum'{{.*}}[torch-loss-accumulation-graph]
+}
+// Near-miss: the second helper detaches.
+void add_value(EpochStats &st, const torch::Tensor &loss) {
+  st.value_sum += loss.detach();
+}
+void add_value_bonus(EpochStats &st, const torch::Tensor &loss) {
+  st.value_sum += loss.detach();
+}
+void train_two_writers(Net &net, torch::optim::SGD &opt) {
+  EpochStats stats{torch::zeros({}), torch::zeros({})};
+  for (int step = 0; step < 100; ++step) {
+    opt.zero_grad();
+    auto p = net->forward(torch::randn({2, 4})).sum();
+    p.backward();
+    opt.step();
+    add_policy(stats, p);
+    add_policy_bonus(stats, p);
+    add_value(stats, p);
+    add_value_bonus(stats, p);
+  }
+  log_value(stats.policy_sum);
+  log_value(stats.value_sum);
+}
