@@ -1,6 +1,7 @@
 //===--- FlowAnalysis.cpp - torch-tidy ------------------------------------===//
 
 #include "FlowAnalysis.h"
+#include <map>
 #include "ProgramModel.h"
 #include "support/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
@@ -396,6 +397,35 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
   Worklist.insert(Order[Start.getBlockID()]);
 
   size_t Budget = static_cast<size_t>(VisitsPerBlock) * ReversePostOrder.size();
+  // Each block's entry is the join of what its incoming edges carry now: a
+  // forward edge carries its source's latest state, so a value that an
+  // early pass saw (a device before the loop that sets it has settled) does
+  // not stay joined in. A back edge accumulates, so that loops converge.
+  std::vector<std::map<std::pair<unsigned, unsigned>, State>> Incoming(
+      Graph->getNumBlockIDs());
+  auto Arrive = [&](const CFGBlock &From, unsigned Edge, const CFGBlock &To,
+                    State Out) {
+    auto &Edges = Incoming[To.getBlockID()];
+    auto [It, New] = Edges.try_emplace({From.getBlockID(), Edge}, Out);
+    if (!New) {
+      if (Order[From.getBlockID()] >= Order[To.getBlockID()])
+        It->second.joinWith(Out);
+      else
+        It->second = std::move(Out);
+    }
+    std::optional<State> Joined;
+    for (const auto &[Key, EdgeState] : Edges) {
+      if (Joined)
+        Joined->joinWith(EdgeState);
+      else
+        Joined = EdgeState;
+    }
+    std::optional<State> &In = BlockEntry[To.getBlockID()];
+    if (In && *In == *Joined)
+      return;
+    In = std::move(Joined);
+    Worklist.insert(Order[To.getBlockID()]);
+  };
   // Range-for exits waiting for a back edge; once nothing else is left, they
   // leave as loops that ran no iteration.
   llvm::SmallPtrSet<const CFGBlock *, 2> Waiting, NoIteration;
@@ -435,26 +465,12 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
             Waiting.insert(Block);
             continue;
           }
-      std::optional<State> &In = BlockEntry[Next->getBlockID()];
-      bool Changed = !In.has_value();
-      if (!In)
-        In = std::move(Out);
-      else
-        Changed = In->joinWith(Out);
-      if (Changed)
-        Worklist.insert(Order[Next->getBlockID()]);
+      Arrive(*Block, Index, *Next, std::move(Out));
     }
     for (const CFGBlock *Dispatch : Dispatches) {
       if (!Thrown)
         break;
-      std::optional<State> &In = BlockEntry[Dispatch->getBlockID()];
-      bool Changed = !In.has_value();
-      if (!In)
-        In = *Thrown;
-      else
-        Changed = In->joinWith(*Thrown);
-      if (Changed)
-        Worklist.insert(Order[Dispatch->getBlockID()]);
+      Arrive(*Block, ~0u, *Dispatch, *Thrown);
     }
   }
   for (const CFGBlock *Block : Waiting)
