@@ -44,6 +44,10 @@ public:
   Verdict judge(const RequirementMatch &M, const SiteContext &C) const override {
     if (C.Path.Grad == GradMode::Disabled || C.Path.Grad == GradMode::Unknown)
       return Verdict::Holds;
+    // A module without parameters (an activation, a loss) records a graph
+    // only for inputs that have one: the forward that made them is the one.
+    if (M.Operands[0].Facts.HasParameters == Tri::No)
+      return Verdict::Holds;
     if (C.Loop.Loop.isInvalid())
       return Verdict::Callers;
     if (!C.Loop.LoopWithoutBackward)

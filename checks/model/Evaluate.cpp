@@ -119,9 +119,15 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
     // converged must not make the copy unknown.
     ValueFacts Read = *F;
     Read.KeepsCallerFacts = false;
+    if (Read.HasParameters == Tri::Unknown && isModuleHandleType(E.getType()))
+      Read.HasParameters = Program.moduleClassFacts(E.getType()).HasParameters;
     return Read;
   }
   ValueFacts F;
+  // Whether a module has parameters is its class's: a loss module has none
+  // wherever it is held.
+  if (isModuleHandleType(E.getType()))
+    F.HasParameters = Program.moduleClassFacts(E.getType()).HasParameters;
   if (L.Kind == Location::Global && L.Depth == 0)
     if (const auto *Global = dyn_cast<VarDecl>(L.Root))
       F = Program.globalFacts(*Global);

@@ -188,12 +188,17 @@ void FlowAnalysis::computeThrowEdges() {
 void FlowAnalysis::computeReversePostOrder() {
   // An explicit DFS: CFG edges pruned as unreachable (`for (;;)`'s exit)
   // are null, which llvm::ReversePostOrderTraversal does not expect.
+  // Successors are visited last to first (a loop's exit before its body,
+  // handlers first), so that a loop's body comes right after its condition
+  // in the order, before what follows the loop: the solver settles a loop
+  // before it runs the code after it, which it otherwise reruns on every
+  // iteration of every loop before it.
   auto Successors = [&](const CFGBlock *Block) {
     llvm::SmallVector<const CFGBlock *, 4> Out;
-    for (const CFGBlock::AdjacentBlock &Succ : Block->succs())
+    llvm::append_range(Out, ThrowsTo[Block->getBlockID()]);
+    for (const CFGBlock::AdjacentBlock &Succ : llvm::reverse(Block->succs()))
       if (const CFGBlock *S = Succ.getReachableBlock())
         Out.push_back(S);
-    llvm::append_range(Out, ThrowsTo[Block->getBlockID()]);
     return Out;
   };
   std::vector<bool> Seen(Graph->getNumBlockIDs(), false);

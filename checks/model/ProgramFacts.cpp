@@ -9,6 +9,7 @@
 
 #include "FlowAnalysis.h"
 #include "ProgramModel.h"
+#include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "api/Training.h"
 #include "support/UserCodeParents.h"
@@ -309,6 +310,64 @@ static bool constructorMoves(const CXXRecordDecl &RD) {
   return false;
 }
 
+/// Whether a method of \p RD registers a parameter, a buffer or a module.
+static bool registersAnything(const CXXRecordDecl &RD) {
+  struct FindRegister : RecursiveASTVisitor<FindRegister> {
+    bool Found = false;
+    bool VisitCallExpr(CallExpr *C) {
+      if (const FunctionDecl *FD = C->getDirectCallee())
+        Found |= FD->getIdentifier() && FD->getName().starts_with("register_");
+      return !Found;
+    }
+  } Finder;
+  for (const Decl *D : RD.decls()) {
+    const auto *FD = dyn_cast<FunctionDecl>(D);
+    if (const auto *Template = dyn_cast<FunctionTemplateDecl>(D))
+      FD = Template->getTemplatedDecl();
+    if (FD && FD->hasBody())
+      Finder.TraverseStmt(FD->getBody());
+    if (const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(FD))
+      for (const CXXCtorInitializer *Init : Ctor->inits())
+        Finder.TraverseStmt(Init->getInit());
+    if (Finder.Found)
+      return true;
+  }
+  return false;
+}
+
+Tri ProgramModel::userModuleParameters(const CXXRecordDecl &RD) {
+  // A user module registers what its methods register: one that registers
+  // nothing and holds no tensor, container or module with parameters has
+  // none (a loss wrapper).
+  if (!RD.hasDefinition() || RD.isDependentContext() ||
+      registersAnything(RD))
+    return Tri::Unknown;
+  // A method defined elsewhere may register anything.
+  for (const CXXMethodDecl *Method : RD.methods())
+    if (!Method->isImplicit() && !Method->isDefaulted() &&
+        !Method->isDeleted() && !Method->isPureVirtual() && !Method->hasBody())
+      return Tri::Unknown;
+  for (const FieldDecl *Field : RD.fields()) {
+    QualType T = Field->getType();
+    if (isTensorType(T) || containerRecord(T) || T->isPointerType())
+      return Tri::Unknown;
+    if (isModuleHandleType(T) &&
+        moduleClassFacts(T).HasParameters != Tri::No)
+      return Tri::Unknown;
+  }
+  for (const CXXBaseSpecifier &Base : RD.bases()) {
+    const CXXRecordDecl *B = Base.getType()->getAsCXXRecordDecl();
+    if (!B)
+      return Tri::Unknown;
+    std::string Name = B->getQualifiedNameAsString();
+    if (Name == "torch::nn::Module" || Name == "torch::nn::Cloneable")
+      continue;
+    if (moduleClassFacts(Base.getType()).HasParameters != Tri::No)
+      return Tri::Unknown;
+  }
+  return Tri::No;
+}
+
 const ModuleClassFacts &ProgramModel::moduleClassFacts(QualType ModuleType) {
   const Type *Key = ModuleType.getNonReferenceType().getCanonicalType().getTypePtr();
   auto [It, New] = ModuleClasses.try_emplace(Key);
@@ -319,6 +378,8 @@ const ModuleClassFacts &ProgramModel::moduleClassFacts(QualType ModuleType) {
     F.ConstructorMoves = constructorMoves(*RD);
     if (isParameterlessLibraryModule(*RD))
       F.HasParameters = Tri::No;
+    else if (!llvm::StringRef(RD->getQualifiedNameAsString()).starts_with("torch::"))
+      F.HasParameters = userModuleParameters(*RD);
   } else {
     F.ConstructorMoves = true; // unknown: claim nothing
   }

@@ -465,3 +465,50 @@ void ordinal_from_user(int argc, char **argv) {
   // CHECK-MESSAGES: :[[@LINE-1]]:31: warning: CUDA device selected without checking{{.*}}[torch-cuda-unguarded]
   auto x = torch::randn({2, 2}).to(device);
 }
+
+// A long function: many loops before the selection do not exhaust the
+// solver's budget (it settles each loop before the code after it).
+void after_many_loops(int n) {
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  for (int i = 0; i < n; ++i) {}
+  auto x = torch::randn({2, 2}).to(torch::kCUDA);
+  // CHECK-MESSAGES: :[[@LINE-1]]:36: warning: CUDA device selected without checking{{.*}}[torch-cuda-unguarded]
+}

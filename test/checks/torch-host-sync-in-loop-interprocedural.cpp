@@ -4,7 +4,7 @@
 #include <iostream>
 #include <functional>
 
-struct NetImpl : torch::nn::Module {
+struct NetImpl : torch::nn::Module { torch::nn::Linear fc{nullptr}; // has parameters
   torch::Tensor forward(torch::Tensor x) { return x * 2; }
 };
 TORCH_MODULE(Net);

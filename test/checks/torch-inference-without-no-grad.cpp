@@ -450,3 +450,14 @@ void fit_hooks(HookModule &m, const std::vector<HookBatch> &data) {
   for (const auto &b : data)
     total += m.test_step(b);
 }
+
+// A parameterless module records a graph only for inputs that have one:
+// near-miss. A module with parameters records one: reported.
+void plot_activations() {
+  auto x = torch::ones({100});
+  for (int a = 0; a < 4; ++a) {
+    auto y = torch::nn::ReLU()->forward(x);
+    auto z = torch::nn::Linear(100, 100)->forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: {{.*}}[torch-inference-without-no-grad]
+  }
+}
