@@ -162,13 +162,6 @@ const Expr *deviceCountOutArgument(const CallExpr &Call) {
   return UO->getSubExpr();
 }
 
-static bool inTorchNamespace(const FunctionDecl &FD) {
-  std::string N = FD.getQualifiedNameAsString();
-  llvm::StringRef S(N);
-  return S.starts_with("c10::") || S.starts_with("at::") ||
-         S.starts_with("torch::");
-}
-
 /// Functions that take a device, possibly through a forwarding template
 /// (`TensorOptions::device(Args&&...)`), so that a DeviceType argument is
 /// itself the selection.
@@ -177,7 +170,7 @@ static bool isDeviceTakingFunction(const FunctionDecl &FD) {
     return false;
   llvm::StringRef Name = FD.getName();
   return (Name == "to" || Name == "device" || Name == "set_device") &&
-         inTorchNamespace(FD);
+         isTorchNamespaceDecl(FD);
 }
 
 DeviceLiteralUse classifyDeviceLiteralUse(const Expr &Literal,

@@ -99,7 +99,7 @@ bool isTorchFunction(const FunctionDecl &FD) {
          !isa<CXXMethodDecl>(FD);
 }
 
-static bool isTorchNamespaceDecl(const Decl &D) {
+bool isTorchNamespaceDecl(const Decl &D) {
   llvm::StringRef Top = topNamespace(D);
   return Top == "torch" || Top == "at" || Top == "c10";
 }
@@ -160,6 +160,18 @@ bool isLossFunction(const FunctionDecl &FD) {
   return N.ends_with("_loss") || N == "cross_entropy" ||
          N == "binary_cross_entropy" ||
          N == "binary_cross_entropy_with_logits" || N == "kl_div";
+}
+
+/// A tensor parameter that the function reads on the host or moves itself
+/// (ctc_loss's lengths are read as integer lists, its targets moved to the
+/// log-probabilities' device): not an operand that must share the device.
+static bool isHostSideParameter(const FunctionDecl &FD, const ParmVarDecl &P) {
+  if (!P.getIdentifier())
+    return false;
+  llvm::StringRef N = P.getName();
+  if (N.ends_with("lengths"))
+    return true;
+  return FD.getIdentifier() && FD.getName() == "ctc_loss" && N == "targets";
 }
 
 bool isMultiTensorFunction(const FunctionDecl &FD) {
@@ -520,16 +532,26 @@ bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out) {
   Out = {};
   Out.What = "'" + FD->getQualifiedNameAsString() + "'";
   Out.Elementwise = isElementwiseFunction(*FD);
-  for (const Expr *Arg : Call->arguments()) {
+  functionOperands(*Call, Out.Operands);
+  return true;
+}
+
+void functionOperands(const CallExpr &Call,
+                      llvm::SmallVectorImpl<const Expr *> &Out) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  for (unsigned I = 0; I < Call.getNumArgs(); ++I) {
+    const Expr *Arg = Call.getArg(I);
+    if (FD && I < FD->getNumParams() &&
+        isHostSideParameter(*FD, *FD->getParamDecl(I)))
+      continue;
     const Expr *Stripped = stripConversions(Arg);
     if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(Stripped))
       Stripped = stripConversions(Std->getSubExpr());
     if (const auto *List = dyn_cast<InitListExpr>(Stripped))
-      Out.Operands.append(List->inits().begin(), List->inits().end());
+      Out.append(List->inits().begin(), List->inits().end());
     else if (const Expr *Tensor = tensorArgument(Arg))
-      Out.Operands.push_back(Tensor);
+      Out.push_back(Tensor);
   }
-  return true;
 }
 
 const Expr *tensorArgument(const Expr *Arg) {

@@ -151,6 +151,11 @@ struct DeviceOperation {
 /// Recognises a module call, a tensor arithmetic operator or a multi-tensor
 /// function.
 bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out);
+/// The tensor operands of a call of a LibTorch function: its tensor
+/// arguments and the tensors of its braced lists, less the ones it reads on
+/// the host (ctc_loss's lengths).
+void functionOperands(const CallExpr &Call,
+                      llvm::SmallVectorImpl<const Expr *> &Out);
 
 /// A tensor copy that may be non-blocking: `src.to(...)`, `src.cuda(...)`,
 /// `dst.copy_(src, ...)`.
@@ -169,6 +174,8 @@ const Expr *moduleMethodCallReceiver(const CallExpr &Call,
                                      llvm::StringRef Method);
 /// A free function of LibTorch (torch::, at::, c10::).
 bool isTorchFunction(const FunctionDecl &FD);
+/// Whether \p D is declared in LibTorch's namespaces (torch, at, c10).
+bool isTorchNamespaceDecl(const Decl &D);
 
 /// `module->to(...)` / `module.to(...)`: the module handle, or null.
 const Expr *moduleToReceiver(const CallExpr &Call);

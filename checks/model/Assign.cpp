@@ -142,6 +142,46 @@ void FlowModel::assignTo(const Expr &Target, const Expr *Value,
   }
 }
 
+/// The construction of the object an owning pointer is given:
+/// `std::make_unique<T>(args)`, `new T(args)`, `std::unique_ptr<T>(new T)`.
+static const Expr *ownedConstruction(const Expr *E) {
+  for (unsigned Depth = 0; E && Depth < 3; ++Depth) {
+    E = E->IgnoreImplicit();
+    if (const auto *New = dyn_cast<CXXNewExpr>(E))
+      return New->getConstructExpr();
+    if (const auto *Call = dyn_cast<CallExpr>(E)) {
+      const FunctionDecl *FD = Call->getDirectCallee();
+      bool Made = FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+                  (FD->getName() == "make_unique" ||
+                   FD->getName() == "make_shared");
+      return Made ? Call : nullptr;
+    }
+    const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+    if (!Construct || Construct->getNumArgs() != 1 ||
+        !isOwningPointer(Construct->getType()))
+      return nullptr;
+    E = Construct->getArg(0);
+  }
+  return nullptr;
+}
+
+bool FlowModel::constructOwned(const Location &Owner, const Expr *Init,
+                               State &St) const {
+  const Expr *Construction = Init ? ownedConstruction(Init) : nullptr;
+  if (!Construction)
+    return false;
+  ResolvedCall Resolved = resolve(*Construction, St);
+  const FunctionSummary *Summary =
+      Resolved.Callee ? Program.summary(*Resolved.Callee) : nullptr;
+  if (!Summary || !isa<CXXConstructorDecl>(Resolved.Callee))
+    return false;
+  // The constructor runs on the owned object.
+  St.forgetTree(Owner);
+  Resolved.Object = Owner.child(Selector::element());
+  applySummary(Resolved, *Summary, Location(), St);
+  return true;
+}
+
 bool FlowModel::assignCallResult(const Location &L, const Expr *Value,
                                  State &St) const {
   const auto *Call = dyn_cast_or_null<CallExpr>(Value);
@@ -205,6 +245,8 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       St.copyTree(From, L);
       return;
     }
+    if (constructOwned(L, Stripped, St))
+      return;
     if (assignCallResult(L, Stripped, St))
       return;
     const auto *Make = dyn_cast_or_null<CallExpr>(Stripped);
@@ -340,6 +382,12 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       }
       St.forgetTree(L);
       St.set(Second ? Elements.child(Selector::field(Second)) : Elements, Joined);
+      return;
+    }
+    // `auto parts = x.chunk(4)`: tensors computed where the operands are.
+    if (std::optional<ValueFacts> Element = tensorTupleElement(*Stripped, 0, St)) {
+      St.forgetTree(L);
+      St.set(Elements, *Element);
       return;
     }
     if (!assignCallResult(L, Stripped, St))

@@ -530,7 +530,9 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
       // `p.reset(q)`, `p.swap(q)`, `p.release()`: another object, or none.
       if (Object && isOwningPointer(Object->getType()) && !MD->isConst()) {
         if (Location Owner = locationOf(Object))
-          St.forgetTree(Owner);
+          if (!(MD->getName() == "reset" && Call.getNumArgs() == 1 &&
+                constructOwned(Owner, Call.getArg(0), St)))
+            St.forgetTree(Owner);
       }
     }
 

@@ -16,10 +16,16 @@ namespace {
 
 bool isTrackedMember(const FieldDecl &F) {
   QualType T = F.getType();
-  return !T->isReferenceType() &&
-         (isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
-          isTensorOptionsType(T) || T->isBooleanType() ||
-          T->isIntegerType() || containerRecord(T) || isCallableType(T));
+  if (T->isReferenceType())
+    return false;
+  if (isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
+      isTensorOptionsType(T) || T->isBooleanType() || T->isIntegerType() ||
+      containerRecord(T) || isCallableType(T) || isOwningPointer(T))
+    return true;
+  // An object of the program's own (a sampler, a config): its parts.
+  const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+  return RD && RD->hasDefinition() && !RD->isLambda() &&
+         !RD->isInStdNamespace() && !isTorchNamespaceDecl(*RD);
 }
 
 /// Whether \p E, a member expression, is written (or, for a module handle,

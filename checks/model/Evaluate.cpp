@@ -247,6 +247,11 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
         F.Empty = false;
         return F;
       }
+      // `t.chunk(2)[0]`: an element of a LibTorch call's tensor list.
+      if (Op->getNumArgs() == 2 && isTensorType(Op->getType()))
+        if (std::optional<ValueFacts> Element =
+                tensorTupleElement(*Op->getArg(0), 0, S))
+          return *Element;
       return F;
     case OO_Plus:
     case OO_Minus:
@@ -432,15 +437,7 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       // Every other LibTorch function of tensors (cat, matmul, softmax,
       // isnan, the functional losses, ...) computes on its operands' device.
       llvm::SmallVector<const Expr *, 4> Operands;
-      for (const Expr *Arg : Call.arguments()) {
-        const Expr *Stripped = stripConversions(Arg);
-        if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(Stripped))
-          Stripped = stripConversions(Std->getSubExpr());
-        if (const auto *List = dyn_cast<InitListExpr>(Stripped))
-          Operands.append(List->inits().begin(), List->inits().end());
-        else if (const Expr *Tensor = tensorArgument(Arg))
-          Operands.push_back(Tensor);
-      }
+      functionOperands(Call, Operands);
       llvm::SmallVector<ValueFacts, 4> Facts;
       for (const Expr *Op : Operands)
         if (isTensorType(Op->getType()))

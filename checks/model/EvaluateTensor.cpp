@@ -318,23 +318,38 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
   return F;
 }
 
+/// Whether \p T is a std::vector of tensors (what `chunk`, `split`,
+/// `unbind` and `meshgrid` return).
+static bool isTensorVector(QualType T) {
+  const auto *RD = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+      T.getNonReferenceType()->getAsCXXRecordDecl());
+  return RD && isStdClass(RD, "vector") && RD->getTemplateArgs().size() >= 1 &&
+         RD->getTemplateArgs()[0].getKind() == TemplateArgument::Type &&
+         isTensorType(RD->getTemplateArgs()[0].getAsType());
+}
+
 std::optional<ValueFacts>
 FlowModel::tensorTupleElement(const Expr &E, unsigned Index,
                               const State &S) const {
   const auto *Call = dyn_cast<CallExpr>(stripConversions(&E));
-  const auto *Tuple = Call ? dyn_cast_or_null<ClassTemplateSpecializationDecl>(
-                                 Call->getType()->getAsCXXRecordDecl())
-                           : nullptr;
-  if (!Tuple || !isStdClass(Tuple, "tuple") ||
-      Tuple->getTemplateArgs().size() != 1 ||
-      Tuple->getTemplateArgs()[0].getKind() != TemplateArgument::Pack)
+  if (!Call)
     return std::nullopt;
-  llvm::ArrayRef<TemplateArgument> Elements =
-      Tuple->getTemplateArgs()[0].pack_elements();
-  if (Index >= Elements.size() ||
-      Elements[Index].getKind() != TemplateArgument::Type ||
-      !isTensorType(Elements[Index].getAsType()))
-    return std::nullopt;
+  // A vector of tensors: every element alike.
+  bool IsVector = isTensorVector(Call->getType());
+  const auto *Tuple = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+      Call->getType()->getAsCXXRecordDecl());
+  if (!IsVector) {
+    if (!Tuple || !isStdClass(Tuple, "tuple") ||
+        Tuple->getTemplateArgs().size() != 1 ||
+        Tuple->getTemplateArgs()[0].getKind() != TemplateArgument::Pack)
+      return std::nullopt;
+    llvm::ArrayRef<TemplateArgument> Elements =
+        Tuple->getTemplateArgs()[0].pack_elements();
+    if (Index >= Elements.size() ||
+        Elements[Index].getKind() != TemplateArgument::Type ||
+        !isTensorType(Elements[Index].getAsType()))
+      return std::nullopt;
+  }
   // The element is computed where the operands are, as a method's or a
   // function's tensor result is.
   llvm::StringRef Name = tensorMethodName(*Call);
@@ -346,10 +361,11 @@ FlowModel::tensorTupleElement(const Expr &E, unsigned Index,
     if (!FD || !FD->getIdentifier() || !isTorchFunction(*FD))
       return std::nullopt;
     Name = FD->getName();
-    llvm::SmallVector<const Expr *, 4> Operands;
-    for (const Expr *Arg : Call->arguments())
-      if (isTensorType(Arg->getType()))
-        Operands.push_back(Arg);
+    llvm::SmallVector<const Expr *, 4> Candidates, Operands;
+    functionOperands(*Call, Candidates);
+    for (const Expr *Op : Candidates)
+      if (isTensorType(Op->getType()))
+        Operands.push_back(Op);
     if (Operands.empty())
       return std::nullopt;
     Source = evaluateOperator(*Call, Operands, S);

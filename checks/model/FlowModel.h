@@ -218,8 +218,9 @@ public:
   ValueFacts newModuleFacts(QualType ModuleType, SourceLocation Loc) const;
 
   /// Element `Index` of the tuple of tensors that a LibTorch function or
-  /// tensor method returns (`t.topk(k)`, `torch::max(t, 1)`); none when `E`
-  /// is no such call.
+  /// tensor method returns (`t.topk(k)`, `torch::max(t, 1)`), or any
+  /// element of its vector of tensors (`t.chunk(n)`, `torch::meshgrid`);
+  /// none when `E` is no such call.
   std::optional<ValueFacts> tensorTupleElement(const Expr &E, unsigned Index,
                                                const State &S) const;
 
@@ -279,6 +280,10 @@ private:
   bool assignCallResult(const Location &L, const Expr *Value,
                         State &St) const;
   void transferCall(const CallExpr &Call, State &St) const;
+  /// \p Owner (an owning pointer) is given an object that \p Init builds
+  /// with a constructor whose summary is known: that summary, on it.
+  bool constructOwned(const Location &Owner, const Expr *Init,
+                      State &St) const;
   /// The graphs a call that runs a backward pass reaches, on the path.
   void recordBackpropagation(const CallExpr &Call,
                              const FunctionSummary *Summary, State &St) const;

@@ -339,9 +339,13 @@ Tri ProgramModel::userModuleParameters(const CXXRecordDecl &RD) {
   // A user module registers what its methods register: one that registers
   // nothing and holds no tensor, container or module with parameters has
   // none (a loss wrapper).
-  if (!RD.hasDefinition() || RD.isDependentContext() ||
-      registersAnything(RD))
+  if (!RD.hasDefinition() || RD.isDependentContext() || registersAnything(RD))
     return Tri::Unknown;
+  // A class that declares virtual methods of its own may be the base of one
+  // that has parameters.
+  for (const CXXMethodDecl *Method : RD.methods())
+    if (Method->isVirtualAsWritten() || Method->isPureVirtual())
+      return Tri::Unknown;
   // A method defined elsewhere may register anything.
   for (const CXXMethodDecl *Method : RD.methods())
     if (!Method->isImplicit() && !Method->isDefaulted() &&

@@ -979,3 +979,33 @@ void run_from_array() {
   net->forward(torch::cat(std::vector<torch::Tensor>(frames, frames + 2)));
   // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with {{.*}} on CPU{{.*}}[torch-device-mismatch]
 }
+
+// An object an owning pointer is given (`std::make_unique<T>(args)`,
+// `reset(new T(args))`) is built by T's constructor with those arguments.
+class Sampler {
+public:
+  explicit Sampler(torch::Device device) : device_(device) {}
+  torch::Tensor draw() { return torch::ones({4}, torch::TensorOptions().device(device_)); }
+private:
+  torch::Device device_;
+};
+void owned_sampler_on_cpu() {
+  auto s = std::make_unique<Sampler>(torch::kCPU);
+  auto acc = torch::zeros({4});
+  auto r = acc + s->draw(); // near-miss: both on the CPU
+}
+void owned_sampler_on_cuda() {
+  auto s = std::make_shared<Sampler>(torch::Device(torch::kCUDA));
+  auto acc = torch::zeros({4});
+  auto r = acc + s->draw();
+  // CHECK-MESSAGES: :[[@LINE-1]]:16: warning: operator '+' combines 'acc' on CPU with 's->draw()' on CUDA{{.*}}[torch-device-mismatch]
+}
+struct Simulation {
+  std::unique_ptr<Sampler> owned_;
+  Simulation() { owned_.reset(new Sampler(torch::kCPU)); }
+  torch::Tensor run() {
+    auto acc = torch::zeros({4});
+    return acc + owned_->draw(); // near-miss: the constructor's CPU sampler
+  }
+};
+void simulate() { Simulation().run(); }

@@ -421,3 +421,40 @@ void masked_loss_on_device() {
   auto l = criterion.forward(torch::ones({3, 10}).to(device),
                              torch::ones({3}).to(device));
 }
+
+// The tensors of a LibTorch call that returns a list (`chunk`, `split`,
+// `unbind`, `meshgrid`) are computed where its operands are.
+void pixel_grid(torch::Device device) {
+  auto K = torch::eye(3);
+  auto axes = torch::meshgrid({torch::arange(8, torch::TensorOptions().device(device)),
+                               torch::arange(8, torch::TensorOptions().device(device))});
+  auto grid = torch::stack(axes, -1);
+  auto rays = torch::matmul(grid, K);
+  // CHECK-MESSAGES: :[[@LINE-1]]:15: warning: '{{.*}}matmul' combines 'grid' on 'device' with 'K' on CPU{{.*}}[torch-device-mismatch]
+}
+void split_heads() {
+  auto qkv = torch::randn({4, 12}, torch::kCUDA);
+  auto bias = torch::zeros({4, 4});
+  auto parts = qkv.chunk(3, 1);
+  auto q = parts[0] + bias;
+  // CHECK-MESSAGES: :[[@LINE-1]]:21: warning: operator '+' combines 'parts[0]' on CUDA with 'bias' on CPU{{.*}}[torch-device-mismatch]
+  for (const auto &row : qkv.unbind(0))
+    auto shifted = row + bias;
+  // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: operator '+' combines 'row' on CUDA with 'bias' on CPU{{.*}}[torch-device-mismatch]
+  auto head = qkv.split(4, 1)[2] * bias;
+  // CHECK-MESSAGES: :[[@LINE-1]]:34: warning: operator '*' combines 'qkv.split(4, 1)[2]' on CUDA with 'bias' on CPU{{.*}}[torch-device-mismatch]
+}
+void split_heads_on_host() {
+  auto qkv = torch::randn({4, 12});
+  auto bias = torch::zeros({4, 4});
+  auto parts = qkv.chunk(3, 1);
+  auto q = parts[0] + bias; // near-miss: both on the CPU
+}
+// ctc_loss reads its lengths on the host and moves its targets itself.
+torch::Tensor ctc(torch::Device device) {
+  auto log_probs = torch::log_softmax(torch::randn({50, 2, 20}).to(device), 2);
+  auto targets = torch::randint(1, 20, {2, 30});
+  auto input_lengths = torch::full({2}, 50);
+  auto target_lengths = torch::full({2}, 30);
+  return torch::ctc_loss(log_probs, targets, input_lengths, target_lengths); // near-miss
+}

@@ -27,6 +27,11 @@ Tensor full_like(const Tensor &self, const Scalar &fill_value, TensorOptions opt
 
 Tensor cat(TensorList tensors, int64_t dim = 0);
 Tensor stack(TensorList tensors, int64_t dim = 0);
+std::vector<Tensor> meshgrid(TensorList tensors, const char *indexing = "ij");
+// The lengths are read on the host; the targets are moved to log_probs'.
+Tensor ctc_loss(const Tensor &log_probs, const Tensor &targets,
+                const Tensor &input_lengths, const Tensor &target_lengths,
+                int64_t blank = 0, int64_t reduction = 1, bool zero_infinity = false);
 Tensor matmul(const Tensor &self, const Tensor &other);
 Tensor mm(const Tensor &self, const Tensor &mat2);
 Tensor bmm(const Tensor &self, const Tensor &mat2);

@@ -95,6 +95,8 @@ public:
   Tensor to_dense() const;
   Tensor view(IntArrayRef size) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
   Tensor view_symint(c10::SymIntArrayRef size) const;
   Tensor reshape(IntArrayRef shape) const;
   Tensor reshape_symint(c10::SymIntArrayRef shape) const;
