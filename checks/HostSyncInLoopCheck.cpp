@@ -46,7 +46,7 @@ public:
     bool Callers = false;
     if (!M.Operands.empty()) {
       const Sourced<DeviceValue> &D = M.Operands[0].Facts.Device;
-      if (isParameterEntry(D))
+      if (isCallerEntry(D))
         Callers = true;
       else if (!D.Value.mayBeCUDA())
         return Verdict::Holds;

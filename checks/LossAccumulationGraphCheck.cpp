@@ -49,14 +49,14 @@ public:
     if (C.Path.Grad == GradMode::Disabled || C.Path.Grad == GradMode::Unknown)
       return Verdict::Holds;
     bool InGraph = Value.Graph.Value == GraphState::InGraph;
-    if (!InGraph && !isParameterEntry(Value.Graph))
+    if (!InGraph && !isCallerEntry(Value.Graph))
       return Verdict::Holds;
     // The accumulator still holds the graph this accumulation added before.
     if (InGraph && C.At && llvm::is_contained(Acc.GraphSources, C.At))
       return Verdict::Violated;
     // A caller's accumulator: its loop may run this again.
-    if (isParameterEntry(Acc.Graph) || isParameterEntry(Acc.Device) ||
-        isParameterEntry(Value.Graph))
+    if (isCallerEntry(Acc.Graph) || isCallerEntry(Acc.Device) ||
+        isCallerEntry(Value.Graph))
       return Verdict::Callers;
     return Verdict::Holds;
   }

@@ -40,14 +40,14 @@ public:
   Verdict judge(const RequirementMatch &M, const SiteContext &) const override {
     const ValueFacts &From = M.Operands[0].Facts;
     const Sourced<DeviceValue> &To = M.Operands[1].Facts.Device;
-    if (isParameterEntry(From.Pin)) {
+    if (isCallerEntry(From.Pin)) {
       // The parameter's own memory, on the CPU or wherever it was.
       bool Own = From.Device.Entry == From.Pin.Entry || From.Device.Value.isCPU();
-      return Own && (To.Value.mayBeCUDA() || isParameterEntry(To))
+      return Own && (To.Value.mayBeCUDA() || isCallerEntry(To))
                  ? Verdict::Callers
                  : Verdict::Holds;
     }
-    if (isParameterEntry(To))
+    if (isCallerEntry(To))
       return From.Pin.Value == Pinning::Pageable && From.Device.Value.isCPU()
                  ? Verdict::Callers
                  : Verdict::Holds;

@@ -240,11 +240,14 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       if (!isa<FieldDecl>(D) || !V.isUnknown())
         Here.set(L, asEntryValue(V, *D));
       // Its parts (fields, elements) as the caller's storage holds them.
-      if (Location There = M.callerLocation(L, Call))
-        for (const Location &Part : Before->tree(There))
+      std::optional<State> Temporary;
+      if (Location There = M.callerStorage(L, Call, *Before, Temporary)) {
+        const State &Caller = Temporary ? *Temporary : *Before;
+        for (const Location &Part : Caller.tree(There))
           if (Part != There)
             if (Location In = Part.replacePrefix(There, L))
-              Here.set(In, Before->get(Part).withoutEntries());
+              Here.set(In, Caller.get(Part).withoutEntries());
+      }
     }
     const EntryContext &CallerContext = entryContext(*CallerDef);
     if (Here.path().Cuda != CudaGuard::Checked && !C.UncheckedCall) {

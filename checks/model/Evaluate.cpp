@@ -141,8 +141,12 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
     }
   if (SourceLocation Batch = loaderBatchOrigin(E, Ctx); Batch.isValid())
     return loaderBatchFacts(Batch);
-  if (const ValueFacts *Module = enclosingModule(L, S))
+  if (const ValueFacts *Module = enclosingModule(L, S)) {
     F.Device = {Module->Device.Value, Module->Device.Origin};
+    // A summary's module of unknown device: the callers' module decides.
+    if (!Module->Device.Value.isKnown())
+      F.Device.Entry = Module->Device.Entry;
+  }
   return F;
 }
 
@@ -170,7 +174,9 @@ const ValueFacts *FlowModel::enclosingModule(const Location &L,
       !isModuleHandleType(T))
     return nullptr;
   const ValueFacts *Module = S.lookup(L.parent());
-  return Module && Module->Device.Value.isKnown() ? Module : nullptr;
+  return Module && (Module->Device.Value.isKnown() || Module->Device.Entry)
+             ? Module
+             : nullptr;
 }
 
 ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {

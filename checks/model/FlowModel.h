@@ -144,6 +144,11 @@ public:
   /// of `*this`, the same global.
   Location callerLocation(const Location &InCallee,
                           const ResolvedCall &Call) const;
+  /// callerLocation, or, for a part of a parameter whose argument is a
+  /// temporary, that temporary: built into \p Scratch, a copy of \p St,
+  /// which the returned location then names.
+  Location callerStorage(const Location &InCallee, const ResolvedCall &Call,
+                         const State &St, std::optional<State> &Scratch) const;
   /// The facts that a fact of the callee, written in its entry terms, has in
   /// the caller at \p Call, in state \p S (the state before the call); the
   /// facts established in the callee remember the call in their path.

@@ -71,6 +71,28 @@ Location FlowModel::callerLocation(const Location &InCallee,
   }
 }
 
+Location FlowModel::callerStorage(const Location &InCallee,
+                                  const ResolvedCall &Call, const State &St,
+                                  std::optional<State> &Scratch) const {
+  if (Location L = callerLocation(InCallee, Call))
+    return L;
+  // A part of a parameter given a temporary (`to_device(make_graph())`):
+  // the temporary, built as a variable initialised with it would be.
+  const auto *P = InCallee.Kind == Location::Local
+                      ? dyn_cast_or_null<ParmVarDecl>(InCallee.Root)
+                      : nullptr;
+  const Expr *Arg = P ? argumentFor(Call, *P) : nullptr;
+  QualType Type = P ? P->getType().getNonReferenceType() : QualType();
+  if (!Arg || !Type->isRecordType() || isTensorType(Type) ||
+      isModuleHandleType(Type) || P->getType()->isPointerType())
+    return {};
+  Scratch = St;
+  Location Temporary = Location::returned();
+  Scratch->forgetTree(Temporary);
+  assign(Temporary, Type, Arg, Arg->getExprLoc(), *Scratch);
+  return InCallee.rebased(Temporary);
+}
+
 ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
                                    const ResolvedCall &Call,
                                    const State &S) const {
@@ -87,6 +109,8 @@ ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
   if (const ValueFacts *Module = enclosingModule(L, S)) {
     ValueFacts Moved;
     Moved.Device = {Module->Device.Value, Module->Device.Origin};
+    if (!Module->Device.Value.isKnown())
+      Moved.Device.Entry = Module->Device.Entry;
     return Moved;
   }
   if (L.Kind == Location::Global && !L.Depth)

@@ -43,8 +43,8 @@ const Requirement *Requirement::named(llvm::StringRef Name) {
 
 Verdict judgeSameDevice(const ValueFacts &A, const ValueFacts &B,
                         bool AllowsZeroDimCPU) {
-  bool EntryA = isParameterEntry(A.Device);
-  bool EntryB = isParameterEntry(B.Device);
+  bool EntryA = isCallerEntry(A.Device);
+  bool EntryB = isCallerEntry(B.Device);
   if (EntryA || EntryB) {
     // The callers pass the values: the same parameter twice always agrees;
     // otherwise they decide.
@@ -244,6 +244,50 @@ static SiteContext callersContext(const EntryContext &Entry) {
   return C;
 }
 
+/// Whether \p O is left to the callers because of a member of `*this` that
+/// the program leaves unknown: with those members taken as unknown facts of
+/// the function, it would not be.
+static bool decidedByMembers(const Obligation &O) {
+  RequirementMatch WithoutMembers = O.Site;
+  bool Any = false;
+  auto Drop = [&](auto &Fact) {
+    if (isCallerEntry(Fact) && isa<FieldDecl>(Fact.Entry)) {
+      Fact.Entry = nullptr;
+      Any = true;
+    }
+  };
+  for (Operand &Op : WithoutMembers.Operands) {
+    Drop(Op.Facts.Device);
+    Drop(Op.Facts.Pin);
+    Drop(Op.Facts.Graph);
+  }
+  return Any && O.Kind->judge(WithoutMembers, O.Context) != Verdict::Callers;
+}
+
+/// The summary's own lift of the requirement \p Kind matched at \p AtStmt
+/// (not through a call), if any.
+static const Obligation *ownLift(const FunctionSummary *Summary,
+                                 const Requirement *Kind, const Stmt *AtStmt) {
+  if (!Summary)
+    return nullptr;
+  for (const Obligation &O : Summary->Obligations)
+    if (O.Kind == Kind && O.AtStmt == AtStmt && !O.Via)
+      return &O;
+  return nullptr;
+}
+
+/// Whether the summary left the requirement \p Kind matched at its own
+/// statement \p AtStmt to the callers: lifted, and not because of a member
+/// of `*this` (the statement reports those itself when its context proves
+/// them: a member the callers set is no argument of the call).
+static bool leftToCallers(const FunctionSummary *Summary,
+                          const Requirement *Kind, const Stmt *AtStmt) {
+  if (!lifts(Summary, Kind, AtStmt, SourceLocation()))
+    return false;
+  const Obligation *Own = ownLift(Summary, Kind, AtStmt);
+  return !Own || !decidedByMembers(*Own);
+}
+
 /// Whether a violation found in a context analysis from \p Entry is its
 /// callers' to report: the summary lifted it, and the callers, in this TU,
 /// judge it at their calls with the facts this context joined.
@@ -253,7 +297,55 @@ static bool reportedByCallers(const EntryContext *Entry,
                               SourceLocation CallLoc) {
   return Entry && Entry->Complete && !Entry->Root &&
          !Entry->CalledFromOtherTUsOnly && Summary &&
-         lifts(Summary, Kind, AtStmt, CallLoc);
+         (CallLoc.isValid() ? lifts(Summary, Kind, AtStmt, CallLoc)
+                            : leftToCallers(Summary, Kind, AtStmt));
+}
+
+/// How the context analysis from \p Entry judges its own statement's
+/// \p Match that it does not leave to its callers: a value the callers
+/// give is the one this context joined.
+static Verdict judgeOwnStatement(const Requirement &R,
+                                 const RequirementMatch &Match,
+                                 const SiteContext &Here,
+                                 const EntryContext &Entry,
+                                 RequirementMatch *Decided = nullptr,
+                                 SiteContext *DecidedContext = nullptr) {
+  Verdict V = R.judge(Match, Here);
+  if (V != Verdict::Callers)
+    return V;
+  RequirementMatch Own = withoutEntryTags(Match);
+  SiteContext Composed =
+      Entry.OnlyWhereWritten ? Here : compose(Here, callersContext(Entry));
+  V = R.judge(Own, Composed) == Verdict::Violated ? Verdict::Violated
+                                                  : Verdict::Holds;
+  if (Decided)
+    *Decided = std::move(Own);
+  if (DecidedContext)
+    *DecidedContext = std::move(Composed);
+  return V;
+}
+
+bool ProgramModel::reportedAtStatement(const Obligation &O) {
+  const FunctionDecl *F = O.MatchedIn;
+  if (!F || !O.AtStmt || isAnalysing(*F))
+    return false;
+  const Obligation *Own = ownLift(summary(*F), O.Kind, O.AtStmt);
+  if (!Own || !decidedByMembers(*Own))
+    return false;
+  const FlowAnalysis *A = analysis(*F);
+  std::optional<State> St = A ? A->stateBefore(*O.AtStmt) : std::nullopt;
+  if (!St)
+    return false;
+  const EntryContext &Entry = entryContext(*F);
+  if (!Entry.Complete || Entry.Root || Entry.CalledFromOtherTUsOnly)
+    return false;
+  RequirementMatch Match;
+  if (!O.Kind->match(*O.AtStmt, A->model(), *St, Match))
+    return false;
+  tagUntouchedParts(Match, A->model(), *St);
+  return judgeOwnStatement(*O.Kind, Match,
+                           contextAt(*A, *O.AtStmt, *St, &Entry),
+                           Entry) == Verdict::Violated;
 }
 
 void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
@@ -287,10 +379,12 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       return *Here;
     };
     // The statement's own requirements.
+    llvm::SmallVector<const Requirement *, 4> MatchedHere;
     for (const Requirement *R : All) {
       RequirementMatch Match;
       if (!R->match(S, M, St, Match))
         continue;
+      MatchedHere.push_back(R);
       tagUntouchedParts(Match, M, St);
       Verdict V = R->judge(Match, ContextHere());
       if (V == Verdict::Violated && Found &&
@@ -306,16 +400,14 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         if (R->judge(Match, Composed) == Verdict::Violated)
           Record(R, std::move(Match), std::move(Composed));
       } else if (V == Verdict::Callers && Found && Entry && Entry->Complete &&
-                 !lifts(OwnSummary(), R, &S, SourceLocation())) {
-        // The summary decided it here (it was not lifted), but this
-        // context's entry values, and the loop it runs in, are the callers':
-        // judged as facts of this function, or nobody judges it.
-        RequirementMatch Own = withoutEntryTags(Match);
-        SiteContext Composed =
-            Entry->OnlyWhereWritten
-                ? ContextHere()
-                : compose(ContextHere(), callersContext(*Entry));
-        if (R->judge(Own, Composed) == Verdict::Violated)
+                 !leftToCallers(OwnSummary(), R, &S)) {
+        // The summary decided it here (or left it to this statement), but
+        // this context's entry values, and the loop it runs in, are the
+        // callers': judged as facts of this function, or nobody judges it.
+        RequirementMatch Own;
+        SiteContext Composed;
+        if (judgeOwnStatement(*R, Match, ContextHere(), *Entry, &Own,
+                              &Composed) == Verdict::Violated)
           Record(R, std::move(Own), std::move(Composed));
       } else if (V == Verdict::Callers && Lifted) {
         Obligation O;
@@ -326,6 +418,7 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         O.Site = std::move(Match);
         O.Context = ContextHere();
         O.AtStmt = &S;
+        O.MatchedIn = A.function();
         O.At = isa<Expr>(S) ? cast<Expr>(S).getExprLoc() : S.getBeginLoc();
         Lifted->push_back(std::move(O));
       }
@@ -344,6 +437,12 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           Resolved.Arguments.clear();
       }
       for (const Obligation &O : Summary->Obligations) {
+        // A call that imposes the requirement itself on its object as a
+        // whole (a module's forward, on the module) judges what the
+        // callee left to that object's members.
+        if ((!Target || OnObject) && llvm::is_contained(MatchedHere, O.Kind) &&
+            decidedByMembers(O))
+          continue;
         RequirementMatch Match = O.Site;
         for (Operand &Op : Match.Operands) {
           const ValueDecl *Param = Op.Facts.Device.Entry ? Op.Facts.Device.Entry
@@ -355,9 +454,12 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           Op.Facts = M.instantiate(Op.Facts, Resolved, St);
           // Container elements the callee met are some of the caller's:
           // what it did not establish, and the graphs they keep, are theirs.
+          std::optional<State> Temporary;
           if (Op.isPart())
-            if (Location Here = M.callerLocation(Op.Storage, Resolved))
-              if (const ValueFacts *Caller = St.lookup(Here))
+            if (Location Here =
+                    M.callerStorage(Op.Storage, Resolved, St, Temporary))
+              if (const ValueFacts *Caller =
+                      (Temporary ? *Temporary : St).lookup(Here))
                 Op.Facts = !Established ? *Caller
                            : Op.Storage.isElement()
                                ? overCallerFacts(Op.Facts, *Caller)
@@ -399,8 +501,9 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
             Match = std::move(Own);
         }
         if (V == Verdict::Violated && Found &&
-            reportedByCallers(Entry, OwnSummary(), O.Kind, O.AtStmt,
-                              cast<Expr>(S).getExprLoc()))
+            (reportedByCallers(Entry, OwnSummary(), O.Kind, O.AtStmt,
+                               cast<Expr>(S).getExprLoc()) ||
+             reportedAtStatement(O)))
           ReportedElsewhere = true;
         if (V == Verdict::Violated && Found && !ReportedElsewhere) {
           Violation Out;

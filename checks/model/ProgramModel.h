@@ -189,6 +189,10 @@ public:
   const EntryContext &entryContext(const FunctionDecl &F);
   /// Whether \p Function's context analysis is under way.
   bool isAnalysing(const FunctionDecl &Function) const;
+  /// Whether the function that matched \p O reports it at its statement:
+  /// a member of `*this` leaves it to the callers, and its context proves
+  /// it.
+  bool reportedAtStatement(const Obligation &O);
   /// The external facts asked for so far.
   const ExternalReads &externalReads() const { return Reads; }
 

@@ -109,7 +109,7 @@ public:
   virtual bool match(const Stmt &S, const FlowModel &M, const State &St,
                      RequirementMatch &Out) const = 0;
   /// Whether the facts violate it. An operand fact that stands for a
-  /// parameter's value at entry (isParameterEntry) is the callers' to
+  /// value the callers give (isCallerEntry) is theirs to
   /// decide: when the verdict depends on one, answer Callers.
   virtual Verdict judge(const RequirementMatch &Site,
                         const SiteContext &Context) const = 0;
@@ -129,11 +129,13 @@ struct RequirementRegistration {
   explicit RequirementRegistration(const Requirement &R);
 };
 
-/// Whether \p Fact stands for the value a parameter had at entry: what the
-/// callers pass decides it. (Members and globals at entry have the values
-/// the program gives them; a function decides with those.)
-template <typename T> bool isParameterEntry(const Sourced<T> &Fact) {
-  return Fact.Entry && isa<ParmVarDecl>(Fact.Entry);
+/// Whether \p Fact stands for a value that the callers give: a parameter's
+/// value at entry, or a member of `*this` that the program leaves unknown
+/// at entry (a submodule whose owner the caller moved). A member or a
+/// global whose value the program proves is decided with that value.
+template <typename T> bool isCallerEntry(const Sourced<T> &Fact) {
+  return Fact.Entry && (isa<ParmVarDecl>(Fact.Entry) ||
+                        (isa<FieldDecl>(Fact.Entry) && !Fact.isKnown()));
 }
 
 /// Whether two values that an operation needs on one device agree:
@@ -155,6 +157,9 @@ struct Obligation {
   SourceLocation At;
   const Stmt *AtStmt = nullptr;
   const CallStep *Via = nullptr;
+  /// The function whose statement AtStmt is; null when read from another
+  /// TU.
+  const FunctionDecl *MatchedIn = nullptr;
 };
 
 class FlowAnalysis;

@@ -1009,3 +1009,35 @@ struct Simulation {
   }
 };
 void simulate() { Simulation().run(); }
+
+// A module method other than forward runs a submodule on its argument.
+// Where the callers do not agree (forward passes its own input), each call
+// judges it with the module it runs on: reported at the call.
+struct DecoderNetImpl : torch::nn::Module {
+  DecoderNetImpl() : dec(register_module("dec", torch::nn::Linear(4, 4))) {}
+  torch::Tensor decode(const torch::Tensor &z) { return torch::relu(dec->forward(z)); }
+  torch::Tensor forward(const torch::Tensor &x) { return decode(x); }
+  torch::nn::Linear dec;
+};
+TORCH_MODULE(DecoderNet);
+class ProbeWriter {
+public:
+  void write(DecoderNet &net) {
+    if (!probe_)
+      probe_ = torch::randn({8, 4});
+    auto images = net->decode(*probe_);
+  }
+private:
+  std::optional<torch::Tensor> probe_;
+};
+void sample_probes(torch::Device device) {
+  DecoderNet net;
+  net->to(device);
+  auto direct = net->decode(torch::randn({8, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:22: warning: 'decode()' calls module 'dec', on 'device', with 'torch::randn({8, 4})' on CPU{{.*}}[torch-device-mismatch]
+  ProbeWriter writer;
+  writer.write(net);
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: 'write()' calls module 'dec', on 'device', with '*probe_' on CPU{{.*}}[torch-device-mismatch]
+  DecoderNet host;
+  writer.write(host); // near-miss: this module stays on the CPU
+}

@@ -256,3 +256,21 @@ void upload_stacked(torch::Device device) {
   auto on_device = batch.to(device, /*non_blocking=*/true);
   // CHECK-MESSAGES: :[[@LINE-1]]:26: warning: non_blocking copy of 'batch' {{.*}}[torch-non-blocking-pageable]
 }
+
+// A struct handed to a helper as a temporary (`upload_graph(make_graph())`):
+// its fields are what the function that built it returned.
+struct GraphBatch {
+  torch::Tensor features;
+  torch::Tensor adjacency;
+};
+GraphBatch make_graph() { return {torch::rand({4, 4}), torch::rand({4, 4}).pin_memory()}; }
+GraphBatch upload_graph(const GraphBatch &g, torch::Device d) {
+  GraphBatch out;
+  out.features = g.features.to(d, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:29: warning: non_blocking copy of 'g.features' (from 'make_graph()'{{.*}}from pageable memory{{.*}}[torch-non-blocking-pageable]
+  out.adjacency = g.adjacency.to(d, /*non_blocking=*/true); // near-miss: pinned
+  return out;
+}
+void train_graph(torch::Device device) {
+  GraphBatch g = upload_graph(make_graph(), device);
+}
