@@ -338,6 +338,43 @@ static const Expr *rightmostOperand(const Expr *Cond) {
   return Cond;
 }
 
+/// The operands of the `&&` (or `||`) chain \p Cond, left to right; a
+/// nested operator of the other kind is one operand.
+static void chainOperands(const Expr *Cond, BinaryOperatorKind Op,
+                          llvm::SmallVectorImpl<const Expr *> &Out) {
+  const auto *BO = dyn_cast<BinaryOperator>(Cond->IgnoreParenImpCasts());
+  if (!BO || BO->getOpcode() != Op) {
+    Out.push_back(Cond);
+    return;
+  }
+  chainOperands(BO->getLHS(), Op, Out);
+  chainOperands(BO->getRHS(), Op, Out);
+}
+
+void FlowAnalysis::refineOnEdge(const CFGBlock &Block, const Expr *Cond,
+                                bool Taken, State &St) const {
+  Model.refineOnBranch(Cond, Taken, St);
+  // The whole condition of an if or a loop holds on its edges: `a && b` on
+  // the true edge proves each operand, `a || b` on the false edge refutes
+  // each. (The blocks of the earlier operands decided theirs already, but a
+  // temporary's destructor may join their paths before this block.)
+  const Stmt *Terminator = Block.getTerminatorStmt();
+  if (!Terminator || isa<BinaryOperator>(Terminator))
+    return;
+  const auto *Whole = dyn_cast_or_null<Expr>(
+      const_cast<CFGBlock &>(Block).getTerminatorCondition(false));
+  const auto *Logical =
+      Whole ? dyn_cast<BinaryOperator>(Whole->IgnoreParenImpCasts()) : nullptr;
+  if (!Logical || !Logical->isLogicalOp() ||
+      Taken != (Logical->getOpcode() == BO_LAnd))
+    return;
+  llvm::SmallVector<const Expr *, 4> Operands;
+  chainOperands(Logical, Logical->getOpcode(), Operands);
+  for (const Expr *Operand : Operands)
+    if (Operand != Cond)
+      Model.refineOnBranch(Operand, Taken, St);
+}
+
 const Expr *FlowAnalysis::branchCondition(const CFGBlock &Block) const {
   if (Block.succ_size() != 2)
     return nullptr;
@@ -461,7 +498,7 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
       const CFGBlock *Next = Succ.getReachableBlock();
       State Out = St;
       if (Cond)
-        Model.refineOnBranch(Cond, /*Taken=*/Index == 0, Out);
+        refineOnEdge(*Block, Cond, /*Taken=*/Index == 0, Out);
       if (Index == 1)
         if (const auto *ForRange =
                 dyn_cast_or_null<CXXForRangeStmt>(Block->getTerminatorStmt()))

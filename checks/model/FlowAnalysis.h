@@ -101,6 +101,9 @@ private:
   void walk(const Stmt *S, bool IsElement, State &St,
             std::optional<Observer> Visit) const;
   const Expr *branchCondition(const CFGBlock &Block) const;
+  /// What the edge of \p Block taken when \p Cond is \p Taken proves.
+  void refineOnEdge(const CFGBlock &Block, const Expr *Cond, bool Taken,
+                    State &St) const;
   /// The state leaving a range-for through its condition: the elements of
   /// the container it walks hold what the body left in each. False while no
   /// back edge has a state and \p NoIteration is not allowed yet.

@@ -512,3 +512,20 @@ void after_many_loops(int n) {
   auto x = torch::randn({2, 2}).to(torch::kCUDA);
   // CHECK-MESSAGES: :[[@LINE-1]]:36: warning: CUDA device selected without checking{{.*}}[torch-cuda-unguarded]
 }
+
+// The true edge of `a && b` proves both operands, also where a temporary's
+// destructor in `b` joins the paths of the operands before the branch.
+struct RunConfig { torch::Device device{torch::kCPU}; };
+RunConfig config_from_flags(int argc, char **argv) {
+  RunConfig c;
+  if (torch::cuda::is_available() && !(argc > 1 && std::string(argv[1]) == "--cpu"))
+    c.device = torch::Device(torch::kCUDA); // near-miss: checked by the first operand
+  return c;
+}
+RunConfig config_from_flags_unchecked(int argc, char **argv) {
+  RunConfig c;
+  if (argc > 0 && !(argc > 1 && std::string(argv[1]) == "--cpu"))
+    c.device = torch::Device(torch::kCUDA);
+  // CHECK-MESSAGES: :[[@LINE-1]]:30: warning: CUDA device selected without checking{{.*}}[torch-cuda-unguarded]
+  return c;
+}
