@@ -177,6 +177,11 @@ bool storesCallableArgument(const FunctionDecl &FD) {
   return FD.getIdentifier() && isContainerInsert(FD.getName());
 }
 
+bool isOwnerFactory(const FunctionDecl *FD) {
+  return FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+         (FD->getName() == "make_unique" || FD->getName() == "make_shared");
+}
+
 bool isSmartPointerCast(const FunctionDecl &FD) {
   if (!FD.getIdentifier() || !FD.isInStdNamespace() || FD.getNumParams() != 1)
     return false;

@@ -62,6 +62,9 @@ bool storesCallableArgument(const FunctionDecl &FD);
 /// stream).
 bool isOstreamInsertion(const CXXOperatorCallExpr &Op);
 
+/// `std::make_unique` or `std::make_shared`: builds the object of an owner.
+bool isOwnerFactory(const FunctionDecl *FD);
+
 /// `std::dynamic_pointer_cast` and its siblings: the same object, another
 /// pointer type.
 bool isSmartPointerCast(const FunctionDecl &FD);

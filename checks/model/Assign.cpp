@@ -55,10 +55,7 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
         Construct && !Construct->getConstructor()->isCopyOrMoveConstructor())
       F = evaluateConstruction(*Construct, St);
     else if (const auto *Call = dyn_cast<CallExpr>(Stripped))
-      if (const FunctionDecl *FD = Call->getDirectCallee();
-          FD && FD->getIdentifier() &&
-          (FD->getName() == "make_shared" || FD->getName() == "make_unique") &&
-          FD->isInStdNamespace()) {
+      if (isOwnerFactory(Call->getDirectCallee())) {
         // std::make_shared<Net>(...): a module built here.
         F = newModuleFacts(Type, Loc);
       }
@@ -149,13 +146,8 @@ static const Expr *ownedConstruction(const Expr *E) {
     E = E->IgnoreImplicit();
     if (const auto *New = dyn_cast<CXXNewExpr>(E))
       return New->getConstructExpr();
-    if (const auto *Call = dyn_cast<CallExpr>(E)) {
-      const FunctionDecl *FD = Call->getDirectCallee();
-      bool Made = FD && FD->isInStdNamespace() && FD->getIdentifier() &&
-                  (FD->getName() == "make_unique" ||
-                   FD->getName() == "make_shared");
-      return Made ? Call : nullptr;
-    }
+    if (const auto *Call = dyn_cast<CallExpr>(E))
+      return isOwnerFactory(Call->getDirectCallee()) ? Call : nullptr;
     const auto *Construct = dyn_cast<CXXConstructExpr>(E);
     if (!Construct || Construct->getNumArgs() != 1 ||
         !isOwningPointer(Construct->getType()))
@@ -250,9 +242,7 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
     if (assignCallResult(L, Stripped, St))
       return;
     const auto *Make = dyn_cast_or_null<CallExpr>(Stripped);
-    const FunctionDecl *FD = Make ? Make->getDirectCallee() : nullptr;
-    bool Made = FD && FD->isInStdNamespace() && FD->getIdentifier() &&
-                (FD->getName() == "make_unique" || FD->getName() == "make_shared");
+    bool Made = Make && isOwnerFactory(Make->getDirectCallee());
     ValueFacts Value;
     if (Made && Make->getNumArgs() == 0)
       Value.Empty = true;

@@ -137,8 +137,7 @@ public:
     const FunctionDecl *FD = Call->getDirectCallee();
     if (!FD)
       return true;
-    if (FD->isInStdNamespace() && FD->getIdentifier() &&
-        (FD->getName() == "make_shared" || FD->getName() == "make_unique")) {
+    if (isOwnerFactory(FD)) {
       if (const CXXRecordDecl *RD = Call->getType()->getAsCXXRecordDecl())
         if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD);
             Spec && Spec->getTemplateArgs().size() >= 1 &&

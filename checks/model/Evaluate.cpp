@@ -141,12 +141,8 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
     }
   if (SourceLocation Batch = loaderBatchOrigin(E, Ctx); Batch.isValid())
     return loaderBatchFacts(Batch);
-  if (const ValueFacts *Module = enclosingModule(L, S)) {
-    F.Device = {Module->Device.Value, Module->Device.Origin};
-    // A summary's module of unknown device: the callers' module decides.
-    if (!Module->Device.Value.isKnown())
-      F.Device.Entry = Module->Device.Entry;
-  }
+  if (std::optional<Sourced<DeviceValue>> Device = enclosingModuleDevice(L, S))
+    F.Device = *Device;
   return F;
 }
 
@@ -160,23 +156,27 @@ ValueFacts FlowModel::heldForUpdate(const Location &L, const State &St) const {
   return F;
 }
 
-const ValueFacts *FlowModel::enclosingModule(const Location &L,
-                                             const State &S) const {
+std::optional<Sourced<DeviceValue>>
+FlowModel::enclosingModuleDevice(const Location &L, const State &S) const {
   // A LibTorch module's tensor member (`linear->weight`) is one of its
   // registered parameters or buffers, and a module's submodule member is
   // registered: they move with the module. (A user module's plain tensor
   // member moves only if it registered it.)
   const FieldDecl *Field = L.Depth ? L.last().asField() : nullptr;
   if (!Field || !isModuleHandleType(Ctx.getRecordType(Field->getParent())))
-    return nullptr;
+    return std::nullopt;
   QualType T = Field->getType();
   if (!(isTensorType(T) && isSystemHeaderDecl(*Field, Ctx.getSourceManager())) &&
       !isModuleHandleType(T))
-    return nullptr;
+    return std::nullopt;
   const ValueFacts *Module = S.lookup(L.parent());
-  return Module && (Module->Device.Value.isKnown() || Module->Device.Entry)
-             ? Module
-             : nullptr;
+  if (!Module || !(Module->Device.Value.isKnown() || Module->Device.Entry))
+    return std::nullopt;
+  Sourced<DeviceValue> Device{Module->Device.Value, Module->Device.Origin};
+  // A summary's module of unknown device: the callers' module decides.
+  if (!Module->Device.Value.isKnown())
+    Device.Entry = Module->Device.Entry;
+  return Device;
 }
 
 ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {

@@ -253,9 +253,11 @@ private:
   /// parameter that nothing wrote yet keeps the caller's facts
   /// (ValueFacts::KeepsCallerFacts).
   ValueFacts heldForUpdate(const Location &L, const State &St) const;
-  /// The facts of the module whose registered parameter, buffer or
-  /// submodule \p L is, when its device is known: they move with it.
-  const ValueFacts *enclosingModule(const Location &L, const State &S) const;
+  /// The device of the module whose registered parameter, buffer or
+  /// submodule \p L is (they move with it), when it is known or, in a
+  /// summary, the callers' module's (its entry tag).
+  std::optional<Sourced<DeviceValue>>
+  enclosingModuleDevice(const Location &L, const State &S) const;
   ValueFacts evaluateModuleCall(const Expr &E, const ModuleCall &MC,
                                 const State &S) const;
   ValueFacts evaluateOptions(const Expr *E, const State &S) const;

@@ -106,11 +106,9 @@ ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
   const ValueFacts *F = S.lookup(L);
   if (F)
     return F->Empty ? ValueFacts() : *F;
-  if (const ValueFacts *Module = enclosingModule(L, S)) {
+  if (std::optional<Sourced<DeviceValue>> Device = enclosingModuleDevice(L, S)) {
     ValueFacts Moved;
-    Moved.Device = {Module->Device.Value, Module->Device.Origin};
-    if (!Module->Device.Value.isKnown())
-      Moved.Device.Entry = Module->Device.Entry;
+    Moved.Device = *Device;
     return Moved;
   }
   if (L.Kind == Location::Global && !L.Depth)

@@ -282,10 +282,9 @@ static const Obligation *ownLift(const FunctionSummary *Summary,
 /// them: a member the callers set is no argument of the call).
 static bool leftToCallers(const FunctionSummary *Summary,
                           const Requirement *Kind, const Stmt *AtStmt) {
-  if (!lifts(Summary, Kind, AtStmt, SourceLocation()))
-    return false;
-  const Obligation *Own = ownLift(Summary, Kind, AtStmt);
-  return !Own || !decidedByMembers(*Own);
+  if (const Obligation *Own = ownLift(Summary, Kind, AtStmt))
+    return !decidedByMembers(*Own);
+  return lifts(Summary, Kind, AtStmt, SourceLocation());
 }
 
 /// Whether a violation found in a context analysis from \p Entry is its

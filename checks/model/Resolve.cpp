@@ -10,6 +10,7 @@
 
 #include "FlowModel.h"
 #include "ProgramModel.h"
+#include "api/StdLibrary.h"
 #include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
@@ -93,8 +94,7 @@ ResolvedCall FlowModel::resolve(const Expr &E) const {
                                         : locationOf(Object);
   }
   // std::make_shared<T>(args), std::make_unique<T>(args): T's constructor.
-  if (FD && FD->isInStdNamespace() && FD->getIdentifier() &&
-      (FD->getName() == "make_shared" || FD->getName() == "make_unique"))
+  if (isOwnerFactory(FD))
     if (const CXXConstructorDecl *Ctor =
             constructorFor(heldClass(Call->getType()), Args)) {
       R.Callee = Ctor;

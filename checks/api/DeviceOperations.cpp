@@ -1,0 +1,125 @@
+//===--- DeviceOperations.cpp - torch-tidy --------------------------------===//
+//
+// The operations whose tensors must share a device (a module call, a
+// tensor operator, a multi-tensor function), their operands, and the tensor
+// copies that may be non-blocking.
+//
+//===----------------------------------------------------------------------===//
+
+#include "api/TorchApi.h"
+#include "api/TorchMatchers.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+
+namespace clang::tidy::torch {
+
+/// A tensor parameter that the function reads on the host or moves itself
+/// (ctc_loss's lengths are read as integer lists, its targets moved to the
+/// log-probabilities' device): not an operand that must share the device.
+static bool isHostSideParameter(const FunctionDecl &FD, const ParmVarDecl &P) {
+  if (!P.getIdentifier())
+    return false;
+  llvm::StringRef N = P.getName();
+  if (N.ends_with("lengths"))
+    return true;
+  return FD.getIdentifier() && FD.getName() == "ctc_loss" && N == "targets";
+}
+
+static bool isElementwiseFunction(const FunctionDecl &FD) {
+  if (!FD.getIdentifier())
+    return false;
+  llvm::StringRef N = FD.getName();
+  return N == "add" || N == "sub" || N == "mul" || N == "div" || N == "where";
+}
+
+bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out) {
+  const auto *E = dyn_cast<Expr>(&S);
+  if (!E)
+    return false;
+  ModuleCall MC;
+  if (matchModuleCall(*E, MC)) {
+    Out = {};
+    Out.IsModuleCall = true;
+    Out.Operands.push_back(MC.Module);
+    Out.Operands.append(MC.Inputs.begin(), MC.Inputs.end());
+    return true;
+  }
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
+    OverloadedOperatorKind K = Op->getOperator();
+    bool Arithmetic = K == OO_Plus || K == OO_Minus || K == OO_Star ||
+                      K == OO_Slash || K == OO_PlusEqual ||
+                      K == OO_MinusEqual || K == OO_StarEqual ||
+                      K == OO_SlashEqual;
+    // `pred == labels`: a comparison computes element-wise too.
+    bool Comparison = K == OO_EqualEqual || K == OO_ExclaimEqual ||
+                      K == OO_Less || K == OO_Greater || K == OO_LessEqual ||
+                      K == OO_GreaterEqual;
+    if (!(Arithmetic || Comparison) || Op->getNumArgs() != 2)
+      return false;
+    Out = {};
+    Out.What = std::string("operator '") + getOperatorSpelling(K) + "'";
+    Out.Operands = {Op->getArg(0), Op->getArg(1)};
+    Out.Elementwise = true;
+    Out.InPlace = K == OO_PlusEqual || K == OO_MinusEqual ||
+                  K == OO_StarEqual || K == OO_SlashEqual;
+    return true;
+  }
+  const auto *Call = dyn_cast<CallExpr>(E);
+  const FunctionDecl *FD = Call ? Call->getDirectCallee() : nullptr;
+  if (!FD || !isMultiTensorFunction(*FD))
+    return false;
+  Out = {};
+  Out.What = "'" + FD->getQualifiedNameAsString() + "'";
+  Out.Elementwise = isElementwiseFunction(*FD);
+  functionOperands(*Call, Out.Operands);
+  return true;
+}
+
+void functionOperands(const CallExpr &Call,
+                      llvm::SmallVectorImpl<const Expr *> &Out) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  for (unsigned I = 0; I < Call.getNumArgs(); ++I) {
+    const Expr *Arg = Call.getArg(I);
+    if (FD && I < FD->getNumParams() &&
+        isHostSideParameter(*FD, *FD->getParamDecl(I)))
+      continue;
+    const Expr *Stripped = stripConversions(Arg);
+    if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(Stripped))
+      Stripped = stripConversions(Std->getSubExpr());
+    if (const auto *List = dyn_cast<InitListExpr>(Stripped))
+      Out.append(List->inits().begin(), List->inits().end());
+    else if (const Expr *Tensor = tensorArgument(Arg))
+      Out.push_back(Tensor);
+  }
+}
+
+const Expr *tensorArgument(const Expr *Arg) {
+  if (!Arg || isa<CXXDefaultArgExpr>(Arg))
+    return nullptr;
+  if (isTensorType(Arg->getType()))
+    return Arg;
+  const Expr *E = Arg->IgnoreImplicit();
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(E);
+      Construct && Construct->getNumArgs() == 1 &&
+      Construct->getConstructor()->getParent()->getName() == "optional")
+    E = Construct->getArg(0)->IgnoreImplicit();
+  return E != Arg->IgnoreImplicit() && isTensorType(E->getType()) ? E : nullptr;
+}
+
+bool matchTensorCopy(const Stmt &S, TensorCopy &Out) {
+  const auto *Call = dyn_cast<CallExpr>(&S);
+  if (!Call)
+    return false;
+  llvm::StringRef Method = tensorMethodName(*Call);
+  if (Method == "to" || Method == "cuda") {
+    Out = {Call, memberCallObject(*Call), Call};
+    return true;
+  }
+  if (Method == "copy_" && Call->getNumArgs() >= 1) {
+    Out = {Call, Call->getArg(0), memberCallObject(*Call)};
+    return true;
+  }
+  return false;
+}
+
+} // namespace clang::tidy::torch

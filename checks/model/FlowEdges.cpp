@@ -1,0 +1,118 @@
+//===--- FlowEdges.cpp - torch-tidy ---------------------------------------===//
+//
+// What an edge of the CFG proves on its way to the next block: the branch
+// condition that it takes (each operand of an if's `a && b` on its true
+// edge), and the elements a range-for leaves as it exits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowAnalysis.h"
+#include "clang/AST/Expr.h"
+#include "clang/AST/StmtCXX.h"
+
+namespace clang::tidy::torch {
+
+/// The rightmost operand of `a && b` / `a || b`: the blocks of the operands
+/// before it decided theirs.
+static const Expr *rightmostOperand(const Expr *Cond) {
+  while (Cond) {
+    const auto *BO = dyn_cast<BinaryOperator>(Cond->IgnoreParenImpCasts());
+    if (!BO || !BO->isLogicalOp())
+      break;
+    Cond = BO->getRHS();
+  }
+  return Cond;
+}
+
+/// The operands of the `&&` (or `||`) chain \p Cond, left to right; a
+/// nested operator of the other kind is one operand.
+static void chainOperands(const Expr *Cond, BinaryOperatorKind Op,
+                          llvm::SmallVectorImpl<const Expr *> &Out) {
+  const auto *BO = dyn_cast<BinaryOperator>(Cond->IgnoreParenImpCasts());
+  if (!BO || BO->getOpcode() != Op) {
+    Out.push_back(Cond);
+    return;
+  }
+  chainOperands(BO->getLHS(), Op, Out);
+  chainOperands(BO->getRHS(), Op, Out);
+}
+
+void FlowAnalysis::refineOnEdge(const CFGBlock &Block, const Expr *Cond,
+                                bool Taken, State &St) const {
+  Model.refineOnBranch(Cond, Taken, St);
+  // The whole condition of an if or a loop holds on its edges: `a && b` on
+  // the true edge proves each operand, `a || b` on the false edge refutes
+  // each. (The blocks of the earlier operands decided theirs already, but a
+  // temporary's destructor may join their paths before this block.)
+  const Stmt *Terminator = Block.getTerminatorStmt();
+  if (!Terminator || isa<BinaryOperator>(Terminator))
+    return;
+  const auto *Whole = dyn_cast_or_null<Expr>(
+      const_cast<CFGBlock &>(Block).getTerminatorCondition(false));
+  const auto *Logical =
+      Whole ? dyn_cast<BinaryOperator>(Whole->IgnoreParenImpCasts()) : nullptr;
+  if (!Logical || !Logical->isLogicalOp() ||
+      Taken != (Logical->getOpcode() == BO_LAnd))
+    return;
+  llvm::SmallVector<const Expr *, 4> Operands;
+  chainOperands(Logical, Logical->getOpcode(), Operands);
+  for (const Expr *Operand : Operands)
+    if (Operand != Cond)
+      Model.refineOnBranch(Operand, Taken, St);
+}
+
+const Expr *FlowAnalysis::branchCondition(const CFGBlock &Block) const {
+  if (Block.succ_size() != 2)
+    return nullptr;
+  const Stmt *Terminator = Block.getTerminatorStmt();
+  const auto *Cond = dyn_cast_or_null<Expr>(
+      const_cast<CFGBlock &>(Block).getTerminatorCondition(false));
+  // The block of `a` in `a && b` has the `&&` itself as its terminator and
+  // `a` as its condition; the block that ends an if/loop condition has the
+  // whole condition, whose earlier operands are decided already.
+  if (Terminator && !isa<BinaryOperator>(Terminator))
+    Cond = rightmostOperand(Cond);
+  return Cond;
+}
+
+bool FlowAnalysis::leaveRangeFor(const CXXForRangeStmt &Loop,
+                                 const CFGBlock &Condition,
+                                 llvm::ArrayRef<unsigned> Order,
+                                 bool NoIteration, State &Out) const {
+  Location Container = Model.locationOf(Loop.getRangeInit());
+  Location Elements =
+      Container ? Container.child(Selector::element()) : Location();
+  if (!Elements)
+    return true;
+  // The loop leaves through its condition once it has visited every
+  // element: each holds what the body left in it, as at the back edges.
+  // With no back edge reached yet, it ran no iteration: no element.
+  std::optional<State> Back;
+  for (const CFGBlock::AdjacentBlock &Pred : Condition.preds()) {
+    const CFGBlock *P = Pred.getReachableBlock();
+    if (!P || Order[P->getBlockID()] <= Order[Condition.getBlockID()])
+      continue;
+    if (const std::optional<State> &In = BlockEntry[P->getBlockID()]) {
+      if (Back)
+        Back->joinWith(*In);
+      else
+        Back = *In;
+    }
+  }
+  // Until a back edge has a state, the exit waits: what the first pass
+  // computes from elements that hold nothing yet would stay unknown.
+  if (!Back && !NoIteration)
+    return false;
+  Out.forgetTree(Elements);
+  if (!Back) {
+    ValueFacts Nothing;
+    Nothing.Empty = true;
+    Out.set(Elements, Nothing);
+    return true;
+  }
+  for (const Location &L : Back->tree(Elements))
+    Out.set(L, Back->get(L));
+  return true;
+}
+
+} // namespace clang::tidy::torch
