@@ -76,8 +76,8 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
   // over unknown ones; known devices that differ decide nothing. Else the
   // entry values ("whatever this parameter's tensor is on") decide: at most
   // two, which the callers' facts settle.
-  std::optional<Sourced<DeviceValue>> Decided, FromEntry;
-  bool Conflict = false, EntryConflict = false;
+  std::optional<Sourced<DeviceValue>> Decided, FromEntry, Accelerator;
+  bool Conflict = false, EntryConflict = false, Accelerators = false;
   for (const ValueFacts &OpFacts : Ops) {
     if (First)
       F.Device = OpFacts.Device;
@@ -90,24 +90,29 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
         Decided = OpFacts.Device;
       else if (Decided->Value != OpFacts.Device.Value)
         Conflict = true;
+      if (!OpFacts.Device.Value.isCPU()) {
+        if (!Accelerator)
+          Accelerator = OpFacts.Device;
+        else if (Accelerator->Value != OpFacts.Device.Value)
+          Accelerators = true;
+      }
       else if (Decided->Entry != OpFacts.Device.Entry)
         Decided->Entry = Decided->AlsoEntry = nullptr;
     } else if (OpFacts.Device.Entry && !OpFacts.Device.Value.isKnown()) {
+      // If the op runs, its operands share one device: any of them names
+      // it. Two entries are kept; an alternative ("one of two holders")
+      // gives way to an operand that is one.
       if (!FromEntry) {
         FromEntry = OpFacts.Device;
-      } else if (FromEntry->EitherEntry || OpFacts.Device.EitherEntry) {
-        // One of two holders, met with another: nothing simple to hand on.
+      } else if (FromEntry->EitherEntry && OpFacts.Device.EitherEntry) {
         EntryConflict = true;
-      } else {
+      } else if (FromEntry->EitherEntry) {
+        FromEntry = OpFacts.Device;
+      } else if (!OpFacts.Device.EitherEntry) {
         for (const ValueDecl *E :
-             {OpFacts.Device.Entry, OpFacts.Device.AlsoEntry}) {
-          if (!E || E == FromEntry->Entry || E == FromEntry->AlsoEntry)
-            continue;
-          if (FromEntry->AlsoEntry)
-            EntryConflict = true;
-          else
+             {OpFacts.Device.Entry, OpFacts.Device.AlsoEntry})
+          if (E && E != FromEntry->Entry && !FromEntry->AlsoEntry)
             FromEntry->AlsoEntry = E;
-        }
       }
     }
     AnyInGraph |= OpFacts.Graph.Value == GraphState::InGraph;
@@ -120,13 +125,15 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
   }
   if (Decided && !Conflict)
     F.Device = *Decided;
-  // Operands proven apart: the op fails (reported here); its value, and what
-  // is computed from it, are on no device a later operand could decide.
-  if (Conflict || F.FromDeviceConflict) {
-    F.Device = {};
+  // Operands proven apart: the op fails (reported here). Its value is where
+  // the fix puts it, on the accelerator operand's device, for the checks
+  // that ask where the code means to compute; for device-mismatch it, and
+  // what is computed from it, decide nothing (one report per mistake).
+  if (Conflict) {
+    F.Device = Accelerator && !Accelerators ? *Accelerator
+                                            : Sourced<DeviceValue>();
     F.FromDeviceConflict = true;
-  }
-  else if (!Decided && FromEntry && !EntryConflict)
+  } else if (!Decided && FromEntry && !EntryConflict)
     F.Device = *FromEntry;
   if (F.Device.Value.isKnown() && !F.Device.Entry) {
     F.Device.Origin = E.getExprLoc();

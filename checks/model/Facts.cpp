@@ -147,11 +147,19 @@ static void unite(llvm::SmallVectorImpl<T> &Into, llvm::ArrayRef<T> From) {
 }
 
 /// Two devices that are the entry values of different holders, nothing
-/// else known: either one (at most two holders).
+/// else known: a holder whose device both paths share (`a` and `a - b`: on
+/// a's device, if the op ran), else either one (at most two holders).
 static Sourced<DeviceValue> eitherEntry(const Sourced<DeviceValue> &A,
                                         const Sourced<DeviceValue> &B) {
   if (A.isKnown() || B.isKnown() || !A.Entry || !B.Entry)
     return {};
+  if (!A.EitherEntry && !B.EitherEntry)
+    for (const ValueDecl *E : {A.Entry, A.AlsoEntry})
+      if (E && (E == B.Entry || E == B.AlsoEntry)) {
+        Sourced<DeviceValue> R;
+        R.Entry = E;
+        return R;
+      }
   llvm::SmallVector<const ValueDecl *, 4> Holders;
   for (const ValueDecl *E : {A.Entry, A.AlsoEntry, B.Entry, B.AlsoEntry})
     if (E && !llvm::is_contained(Holders, E))

@@ -149,7 +149,8 @@ struct ValueFacts {
   /// tensor may be combined with CUDA tensors by element-wise operators.
   bool MayBeZeroDim = true;
   /// Computed by an op whose operands are on devices proven apart: it fails
-  /// there (reported there); what follows from it proves nothing more.
+  /// there (reported there). Its device is the accelerator operand's, where
+  /// the fix would compute it; no later operation is judged a mismatch on it.
   bool FromDeviceConflict = false;
   /// A TensorOptions value that provably names no device: factories then
   /// allocate on the CPU, and `.to(options)` keeps the tensor's device.

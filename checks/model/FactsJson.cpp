@@ -140,6 +140,8 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
   }
   if (!V.MayBeZeroDim)
     O["zeroDim"] = false;
+  if (V.FromDeviceConflict)
+    O["deviceConflict"] = true;
   if (V.DeviceUnset)
     O["deviceUnset"] = true;
   if (V.KeepsCallerFacts)

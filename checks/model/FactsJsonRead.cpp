@@ -136,6 +136,7 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
   if (O->get("pendingIf") && !V.PendingIf)
     V.clearPendingCopy();
   V.MayBeZeroDim = O->getBoolean("zeroDim").value_or(true);
+  V.FromDeviceConflict = O->getBoolean("deviceConflict").value_or(false);
   V.DeviceUnset = O->getBoolean("deviceUnset").value_or(false);
   V.KeepsCallerFacts = O->getBoolean("keepsCallerFacts").value_or(false);
   if (const llvm::json::Object *S = O->getObject("scalar"))

@@ -104,7 +104,15 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
           OS << "<" << Step.tupleIndex() << ">";
       }
       OS << ": dev="
-         << V.Device.Value.describe() << (V.Device.Entry ? "(entry)" : "")
+         << V.Device.Value.describe()
+         << (V.Device.Entry ? "(entry " + V.Device.Entry->getNameAsString() +
+                                  (V.Device.AlsoEntry
+                                       ? (V.Device.EitherEntry ? "|" : "&") +
+                                             V.Device.AlsoEntry->getNameAsString()
+                                       : "") +
+                                  ")"
+                            : "")
+         << (V.FromDeviceConflict ? " conflict" : "")
          << " pin=" << int(V.Pin.Value) << " graph=" << int(V.Graph.Value)
          << (V.Empty ? " empty" : "") << (V.MayBeZeroDim ? "" : " ndim") << (V.PendingCopy.isValid() ? " pending" : "")
          << " src=" << V.GraphSources.size();

@@ -125,6 +125,9 @@ private:
   void computeLoops() const;
   const CFGBlock *blockOf(const Stmt &S) const;
   bool dominates(const CFGBlock &A, const CFGBlock &B) const;
+  /// Whether block \p Inner runs on every iteration of \p L that runs its
+  /// training call: before the call, or on every path from it to a latch.
+  bool runsWithTraining(const Loop &L, const CFGBlock &Inner) const;
 
   const Decl &Owner;
   const FunctionDecl *Function;

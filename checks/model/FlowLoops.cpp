@@ -59,6 +59,33 @@ bool FlowAnalysis::dominates(const CFGBlock &A, const CFGBlock &B) const {
   return !D.empty() && D.test(A.getBlockID());
 }
 
+bool FlowAnalysis::runsWithTraining(const Loop &L,
+                                    const CFGBlock &Inner) const {
+  const CFGBlock *Train = L.TrainingCall ? blockOf(*L.TrainingCall) : nullptr;
+  if (!Train)
+    return false;
+  if (dominates(Inner, *Train))
+    return true;
+  // Every path from the training call back to the loop's head passes it.
+  llvm::BitVector Seen(Graph->getNumBlockIDs());
+  llvm::SmallVector<const CFGBlock *, 8> Work{Train};
+  Seen.set(Train->getBlockID());
+  while (!Work.empty()) {
+    const CFGBlock *B = Work.pop_back_val();
+    if (B == &Inner)
+      continue;
+    if (llvm::is_contained(L.Latches, B))
+      return false;
+    for (const CFGBlock *Next : B->succs())
+      if (Next && L.Blocks.test(Next->getBlockID()) &&
+          !Seen.test(Next->getBlockID())) {
+        Seen.set(Next->getBlockID());
+        Work.push_back(Next);
+      }
+  }
+  return true;
+}
+
 /// Calls \p F on every sub-statement of \p S, lambda bodies included.
 static void forEachCall(const Stmt *S,
                         llvm::function_ref<void(const CallExpr &)> F) {
@@ -222,10 +249,12 @@ LoopContext FlowAnalysis::loopContext(const Stmt &S) const {
         RangeFor && isCallableType(RangeFor->getLoopVariable()->getType());
     if (!OverCallables && Depth++ >= Program.options().MaxLoopDepth)
       break;
+    // On every iteration, or on every one that trains (an iteration that
+    // `continue`s before its step, in a warm-up, is no training step).
     bool EveryIteration = llvm::all_of(L->Latches, [&](const CFGBlock *Latch) {
       return dominates(*Inner, *Latch);
     });
-    if (!EveryIteration)
+    if (!EveryIteration && !runsWithTraining(*L, *Inner))
       break; // conditional in this loop: not every iteration of outer ones
     if (L->TrainingCall) {
       C.TrainingLoop = L->Statement ? L->Statement->getBeginLoc()

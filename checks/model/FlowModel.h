@@ -157,9 +157,13 @@ public:
   ValueFacts instantiate(const ValueFacts &InCallee, const ResolvedCall &Call,
                          const State &S,
                          llvm::ArrayRef<Location> Rewritten = {}) const;
+  /// \p Conflict, when given, is set where the callee combined two entry
+  /// values that the caller's facts prove apart (the value is then the
+  /// accelerator one's, as combineOperands decides).
   Sourced<DeviceValue> instantiate(const Sourced<DeviceValue> &InCallee,
                                    const ResolvedCall &Call, const State &S,
-                                   llvm::ArrayRef<Location> Rewritten = {}) const;
+                                   llvm::ArrayRef<Location> Rewritten = {},
+                                   bool *Conflict = nullptr) const;
   /// \p Returned, a value (or part of one) a call hands back, keeps the
   /// graphs of the tensors the caller passed in, as far as the model knows:
   /// a loss helper's sum keeps its arguments' graphs.

@@ -131,7 +131,8 @@ Sourced<T> FlowModel::throughCall(const Sourced<T> &InCallee,
 Sourced<DeviceValue>
 FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
                        const ResolvedCall &Call, const State &S,
-                       llvm::ArrayRef<Location> Rewritten) const {
+                       llvm::ArrayRef<Location> Rewritten,
+                       bool *Conflict) const {
   // Two entry values an operation combined: as the operation would decide
   // with the callers' facts (a known device over an unknown one, but not a
   // CPU tensor that may be a 0-dim scalar).
@@ -162,8 +163,15 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
              !(D.Value.isCPU() && entryValueAt(E, Call, S).MayBeZeroDim);
     };
     bool DA = Decides(A, *One.Entry), DB = Decides(B, *Two.Entry);
-    if (DA && DB)
-      return A.Value == B.Value ? A : Sourced<DeviceValue>();
+    if (DA && DB) {
+      if (A.Value == B.Value)
+        return A;
+      if (Conflict)
+        *Conflict = true;
+      if (A.Value.isCPU() != B.Value.isCPU())
+        return A.Value.isCPU() ? B : A;
+      return {};
+    }
     if (DA || DB)
       return DA ? A : B;
     // Neither decides: the caller's own entry values, still to be settled.
@@ -227,7 +235,9 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
                                   const ResolvedCall &Call, const State &S,
                                   llvm::ArrayRef<Location> Rewritten) const {
   ValueFacts R = InCallee;
-  R.Device = instantiate(InCallee.Device, Call, S, Rewritten);
+  bool Conflict = false;
+  R.Device = instantiate(InCallee.Device, Call, S, Rewritten, &Conflict);
+  R.FromDeviceConflict |= Conflict;
   // A copy pending if the callers pass a CUDA tensor: this call decides, or
   // hands the question on to its own callers.
   if (InCallee.PendingIf) {

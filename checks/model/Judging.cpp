@@ -43,6 +43,9 @@ const Requirement *Requirement::named(llvm::StringRef Name) {
 
 Verdict judgeSameDevice(const ValueFacts &A, const ValueFacts &B,
                         bool AllowsZeroDimCPU) {
+  // A value of an operation already reported as a mismatch.
+  if (A.FromDeviceConflict || B.FromDeviceConflict)
+    return Verdict::Holds;
   bool EntryA = isCallerEntry(A.Device);
   bool EntryB = isCallerEntry(B.Device);
   if (EntryA || EntryB) {

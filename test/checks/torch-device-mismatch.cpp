@@ -458,3 +458,14 @@ torch::Tensor ctc(torch::Device device) {
   auto target_lengths = torch::full({2}, 30);
   return torch::ctc_loss(log_probs, targets, input_lengths, target_lengths); // near-miss
 }
+
+// One report per mistake: what is computed from a mismatched operation is on
+// the accelerator operand's device, and is not judged again.
+void mismatch_reported_once() {
+  auto x = torch::randn({4}).cuda();
+  auto mixed = x * torch::rand({4});
+  // CHECK-MESSAGES: :[[@LINE-1]]:18: warning: operator '*' combines 'x' on CUDA with 'torch::rand({4})' on CPU{{.*}}[torch-device-mismatch]
+  auto shifted = mixed + torch::ones({4});
+  auto host = torch::ones({4}) * 2;
+  auto back = shifted.cpu() + host;
+}

@@ -415,3 +415,78 @@ void first_image_to_host(torch::Device device, Net &net, torch::optim::SGD &opt)
     // CHECK-MESSAGES: :[[@LINE-1]]:25: warning: 'out[0].to(torch::kCPU)' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
   }
 }
+
+// An iteration that `continue`s before it trains is no training step: the
+// read after the step still runs on every step that trains.
+void warm_up_then_read(torch::Device device, Net &net, torch::optim::SGD &opt,
+                       std::vector<torch::Tensor> &buffer) {
+  for (int i = 0; i < 1000; ++i) {
+    buffer.push_back(torch::randn({2, 4}));
+    if (buffer.size() < 100)
+      continue;
+    auto loss = net->forward(torch::randn({2, 4}, device)).sum();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    double seen = loss.item<double>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+    if (i % 100 == 0)
+      std::cout << loss.item<double>() << "\n";
+  }
+}
+
+// A value of an operation that mixes devices (reported by
+// torch-device-mismatch) is where the fix computes it: on the accelerator.
+void read_after_mismatch(torch::Device device, Net &net, torch::optim::SGD &opt) {
+  for (int i = 0; i < 10; ++i) {
+    auto out = net->forward(torch::randn({2, 4}, device));
+    auto weighted = out * torch::rand({2, 2});
+    opt.zero_grad();
+    weighted.sum().backward();
+    opt.step();
+    auto active = (weighted > 0).sum().item<int64_t>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:40: warning: '(weighted > 0).sum().item<int64_t>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+  }
+}
+
+// A helper that combines three of its parameters: its result is on their
+// device (if the operation runs, they share one).
+torch::Tensor margin_loss(const torch::Tensor &a, const torch::Tensor &b,
+                          const torch::Tensor &same) {
+  auto d = (a - b).pow(2).sum(1);
+  return (same * d + (1 - same) * torch::relu(1.0 - d)).mean();
+}
+
+void read_three_operand_loss(torch::Device device, Net &net, torch::optim::SGD &opt) {
+  for (int i = 0; i < 10; ++i) {
+    auto a = net->forward(torch::randn({2, 4}, device));
+    auto b = net->forward(torch::randn({2, 4}, device));
+    auto loss = margin_loss(a, b, torch::ones({2}, device));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    float value = loss.item<float>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: 'loss.item<float>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+  }
+}
+
+// A running value that is a parameter on one path and that parameter combined
+// with another on the other path stays on the first one's device.
+torch::Tensor gated_sum(const torch::Tensor &x, const torch::Tensor &gate, int steps) {
+  auto acc = x;
+  for (int t = 0; t < steps; ++t)
+    acc = acc + gate * x;
+  return acc.mean();
+}
+
+void read_loop_joined_helper(torch::Device device, Net &net, torch::optim::SGD &opt) {
+  for (int i = 0; i < 10; ++i) {
+    auto loss = gated_sum(net->forward(torch::randn({2, 4}, device)),
+                          torch::ones({1}, device), 3);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    float value = loss.item<float>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: 'loss.item<float>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
+  }
+}

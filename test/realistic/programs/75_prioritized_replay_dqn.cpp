@@ -156,9 +156,9 @@ int main() {
     opt.zero_grad();
     loss.backward();
     opt.step();
-    // OK(torch-host-sync-in-loop): the priorities come back to the host every
-    // step, but the warm-up `continue` above makes the read conditional in
-    // the catalog's sense.
+    // BUG(torch-host-sync-in-loop): the priorities come back to the host on
+    // every training step; the warm-up `continue` above skips only steps that
+    // do not train.
     auto new_p = td.detach().abs().cpu();
     for (int64_t i = 0; i < batch; ++i) {
       // OK(torch-host-sync-in-loop): 'new_p' is already on the host.

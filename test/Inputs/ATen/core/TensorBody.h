@@ -124,6 +124,7 @@ Tensor operator+(const Tensor &self, const Scalar &other);
 Tensor operator+(const Scalar &self, const Tensor &other);
 Tensor operator-(const Tensor &self, const Tensor &other);
 Tensor operator-(const Tensor &self, const Scalar &other);
+Tensor operator-(const Scalar &self, const Tensor &other);
 Tensor operator*(const Tensor &self, const Tensor &other);
 Tensor operator*(const Tensor &self, const Scalar &other);
 Tensor operator*(const Scalar &self, const Tensor &other);
