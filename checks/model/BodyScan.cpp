@@ -58,10 +58,19 @@ public:
     }
     // An address passed straight to a call is no escape: the call is seen
     // (its summary, or an opaque call that forgets the variable).
-    for (const Expr *Arg : Call->arguments())
+    // A pointer handed to the program's own function names the object for
+    // that call; a library function (a container's push_back) may keep it.
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    bool ProgramCallee =
+        Callee && !Callee->getASTContext().getSourceManager().isInSystemHeader(
+                      Callee->getLocation());
+    for (const Expr *Arg : Call->arguments()) {
       if (const auto *UO = dyn_cast<UnaryOperator>(Arg->IgnoreParenImpCasts());
           UO && UO->getOpcode() == UO_AddrOf)
         PassedAddresses.insert(UO);
+      if (ProgramCallee)
+        notePointerDeref(Arg);
+    }
     return true;
   }
 
@@ -73,8 +82,57 @@ public:
     return true;
   }
 
+  /// `T *p = &x;`: p names x while it is used only through `*p`, `p->` and
+  /// as a call's argument (decided in escapes()).
+  bool VisitVarDecl(VarDecl *VD) {
+    if (!VD->hasLocalStorage() || !VD->getType()->isPointerType() ||
+        !VD->getInit())
+      return true;
+    if (const auto *UO =
+            dyn_cast<UnaryOperator>(VD->getInit()->IgnoreParenImpCasts());
+        UO && UO->getOpcode() == UO_AddrOf)
+      if (const auto *Ref =
+              dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenImpCasts())) {
+        AliasInits.insert(UO);
+        Aliases.push_back({Ref->getDecl(), VD});
+      }
+    return true;
+  }
+
+  bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+    if (Ref->getType()->isPointerType())
+      ++PointerUses[Ref->getDecl()];
+    return true;
+  }
+
+  bool VisitMemberExpr(MemberExpr *Member) {
+    if (Member->isArrow())
+      notePointerDeref(Member->getBase());
+    return true;
+  }
+
+  bool VisitLambdaExpr(LambdaExpr *Lambda) {
+    for (const LambdaCapture &C : Lambda->captures())
+      if (C.capturesVariable())
+        CapturedPointers.insert(C.getCapturedVar());
+    return true;
+  }
+
+  /// The variables whose address was taken for a pointer that does more
+  /// than name them.
+  void addAliasEscapes() {
+    for (const auto &[Object, Pointer] : Aliases)
+      if (Reseated.contains(Pointer) || Escaped.contains(Pointer) ||
+          CapturedPointers.contains(Pointer) ||
+          PointerUses.lookup(Pointer) != PointerDerefs.lookup(Pointer))
+        Escaped.insert(Object);
+  }
+
   bool VisitUnaryOperator(UnaryOperator *UO) {
-    if (UO->getOpcode() == UO_AddrOf && !PassedAddresses.contains(UO))
+    if (UO->getOpcode() == UO_Deref)
+      notePointerDeref(UO->getSubExpr());
+    if (UO->getOpcode() == UO_AddrOf && !PassedAddresses.contains(UO) &&
+        !AliasInits.contains(UO))
       if (const auto *Ref =
               dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
         Escaped.insert(Ref->getDecl());
@@ -108,6 +166,12 @@ public:
   llvm::DenseSet<const ValueDecl *> PinnedPointers;
 
 private:
+  void notePointerDeref(const Expr *Pointer) {
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Pointer->IgnoreParenImpCasts());
+        Ref && Ref->getType()->isPointerType())
+      ++PointerDerefs[Ref->getDecl()];
+  }
+
   void notePointerWrite(const Expr *Target) {
     if (const auto *Ref = dyn_cast<DeclRefExpr>(Target->IgnoreParenImpCasts());
         Ref && Ref->getType()->isPointerType())
@@ -119,6 +183,10 @@ private:
   llvm::DenseMap<const ValueDecl *, const CallExpr *> Backward;
   llvm::DenseMap<const ValueDecl *, unsigned> Writes;
   llvm::DenseSet<const UnaryOperator *> PassedAddresses;
+  llvm::DenseSet<const UnaryOperator *> AliasInits;
+  llvm::SmallVector<std::pair<const ValueDecl *, const ValueDecl *>, 2> Aliases;
+  llvm::DenseMap<const ValueDecl *, unsigned> PointerUses, PointerDerefs;
+  llvm::DenseSet<const ValueDecl *> CapturedPointers;
 };
 
 /// Finds the owning pointers (std::unique_ptr, std::shared_ptr variables)
@@ -195,6 +263,7 @@ FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
         Owners.TraverseStmt(Init->getInit());
       }
   Owners.addShared(Escaped);
+  Scanner.addAliasEscapes();
   BackwardReceivers = Scanner.backwardReceivers();
   PinnedHostPointers = std::move(Scanner.PinnedPointers);
 }

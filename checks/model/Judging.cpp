@@ -247,24 +247,39 @@ static SiteContext callersContext(const EntryContext &Entry) {
   return C;
 }
 
-/// Whether \p O is left to the callers because of a member of `*this` that
-/// the program leaves unknown: with those members taken as unknown facts of
-/// the function, it would not be.
-static bool decidedByMembers(const Obligation &O) {
+/// Why \p O is left to the callers. Members: because of a member of `*this`
+/// that the program leaves unknown (with those members taken as unknown
+/// facts of the function, it would not be). SubmoduleAndParameter: a
+/// submodule met with a parameter, which the module call judges itself.
+enum class MemberDecision { None, Members, SubmoduleAndParameter };
+
+static MemberDecision memberDecision(const Obligation &O) {
   RequirementMatch WithoutMembers = O.Site;
-  bool Any = false;
+  bool Any = false, Parameters = false, Submodules = false;
   auto Drop = [&](auto &Fact) {
     if (isCallerEntry(Fact) && isa<FieldDecl>(Fact.Entry)) {
+      Submodules |= isModuleHandleType(Fact.Entry->getType());
       Fact.Entry = nullptr;
       Any = true;
     }
+    Parameters |= isa_and_nonnull<ParmVarDecl>(Fact.Entry);
   };
   for (Operand &Op : WithoutMembers.Operands) {
     Drop(Op.Facts.Device);
     Drop(Op.Facts.Pin);
     Drop(Op.Facts.Graph);
   }
-  return Any && O.Kind->judge(WithoutMembers, O.Context) != Verdict::Callers;
+  // A submodule moves with its module: met with a parameter (`fc(x)` in
+  // forward), it is the module call's own requirement, judged at each call.
+  if (Submodules && Parameters)
+    return MemberDecision::SubmoduleAndParameter;
+  return Any && O.Kind->judge(WithoutMembers, O.Context) != Verdict::Callers
+             ? MemberDecision::Members
+             : MemberDecision::None;
+}
+
+static bool decidedByMembers(const Obligation &O) {
+  return memberDecision(O) == MemberDecision::Members;
 }
 
 /// The summary's own lift of the requirement \p Kind matched at \p AtStmt
@@ -443,7 +458,7 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         // whole (a module's forward, on the module) judges what the
         // callee left to that object's members.
         if ((!Target || OnObject) && llvm::is_contained(MatchedHere, O.Kind) &&
-            decidedByMembers(O))
+            memberDecision(O) != MemberDecision::None)
           continue;
         RequirementMatch Match = O.Site;
         for (Operand &Op : Match.Operands) {

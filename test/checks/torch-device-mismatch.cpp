@@ -469,3 +469,39 @@ void mismatch_reported_once() {
   auto host = torch::ones({4}) * 2;
   auto back = shifted.cpu() + host;
 }
+
+// A pointer that only names a local module (`Net *p = &net;`, used through
+// `*p` and `->`) is the module.
+void module_through_local_pointer() {
+  Net net;
+  net->to(torch::kCUDA);
+  Net *current = &net;
+  (*current)->forward(torch::randn({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:15: warning: module '*current' has its parameters on CUDA but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
+}
+
+// A pointer kept beyond naming (stored in a vector) lets other code move
+// the module: unknown.
+void module_pointer_stored(std::vector<Net *> &registry) {
+  Net net;
+  net->to(torch::kCUDA);
+  Net *current = &net;
+  registry.push_back(current);
+  (*current)->forward(torch::randn({2, 4}));
+}
+
+// A module called once, with a host input: reported at the call, not again
+// at the forward's submodule call.
+struct HeadImpl : torch::nn::Module {
+  HeadImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
+  torch::Tensor forward(torch::Tensor x) { return fc->forward(x); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Head);
+void head_called_once(torch::Device device) {
+  Head head;
+  head->to(device);
+  head->forward(torch::randn({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: module 'head' has its parameters on {{.*}} but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
+}
+void run_head() { head_called_once(torch::Device(torch::kCUDA, 0)); }
