@@ -78,12 +78,15 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
   // two, which the callers' facts settle.
   std::optional<Sourced<DeviceValue>> Decided, FromEntry, Accelerator;
   bool Conflict = false, EntryConflict = false, Accelerators = false;
+  // Only CPU tensors (0-dim or not) compute on the CPU.
+  bool AllCPU = !Ops.empty();
   for (const ValueFacts &OpFacts : Ops) {
     if (First)
       F.Device = OpFacts.Device;
     else if (F.Device != OpFacts.Device)
       F.Device = {};
     First = false;
+    AllCPU &= OpFacts.Device.Value.isCPU();
     if (OpFacts.Device.Value.isKnown() &&
         !(OpFacts.Device.Value.isCPU() && OpFacts.MayBeZeroDim)) {
       if (!Decided)
@@ -135,6 +138,8 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
     F.FromDeviceConflict = true;
   } else if (!Decided && FromEntry && !EntryConflict)
     F.Device = *FromEntry;
+  else if (!Decided && AllCPU)
+    F.Device = {DeviceValue::cpu(), E.getExprLoc()};
   if (F.Device.Value.isKnown() && !F.Device.Entry) {
     F.Device.Origin = E.getExprLoc();
     F.Device.Via = nullptr;

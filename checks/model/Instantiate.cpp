@@ -174,6 +174,9 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
     }
     if (DA || DB)
       return DA ? A : B;
+    // Only CPU tensors (0-dim or not) compute on the CPU.
+    if (A.Value.isCPU() && B.Value.isCPU())
+      return A;
     // Neither decides: the caller's own entry values, still to be settled.
     if (A.Entry && !A.Value.isKnown() && B.Entry && !B.Value.isKnown() &&
         A.Entry != B.Entry && !A.AlsoEntry && !B.AlsoEntry) {

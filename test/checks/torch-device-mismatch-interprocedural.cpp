@@ -1041,3 +1041,16 @@ void sample_probes(torch::Device device) {
   DecoderNet host;
   writer.write(host); // near-miss: this module stays on the CPU
 }
+
+// A helper that combines two of its parameters, given two CPU tensors that
+// may be 0-dim (reductions): its result is computed on the CPU.
+torch::Tensor combine_stats(const torch::Tensor &a, const torch::Tensor &b) {
+  return torch::matmul(a, b);
+}
+void reduced_stats_meet_cuda() {
+  auto x = torch::randn({3, 3});
+  auto s = x.sum(0);
+  auto c = combine_stats(s, s.sum());
+  auto m = torch::mm(c, torch::ones({4, 2}).cuda());
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::mm' combines 'c' on CPU {{.*}}with 'torch::ones({4, 2}).cuda()' on CUDA [torch-device-mismatch]
+}
