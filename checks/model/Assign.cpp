@@ -208,6 +208,19 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       !isTensorType(Type) && !isDeviceType(Type) && !isTensorOptionsType(Type))
     Stripped = Copy->getArg(0)->IgnoreImplicit();
 
+  // `c ? Shard{} : sample(n)` of an object with parts: each arm's parts,
+  // joined as paths are.
+  if (const auto *Choice = dyn_cast_or_null<ConditionalOperator>(Stripped);
+      Choice && !isTensorType(Type) && !isDeviceType(Type) &&
+      !isTensorOptionsType(Type) && !isModuleHandleType(Type) &&
+      Type->isRecordType()) {
+    State Other = St;
+    assign(L, Type, Choice->getTrueExpr(), Loc, St);
+    assign(L, Type, Choice->getFalseExpr(), Loc, Other);
+    St.joinWith(Other);
+    return;
+  }
+
   // A built-in array of tensors (`torch::Tensor frames[4] = {a, b};`): its
   // elements, like a container's.
   if (isTensorArrayType(Type)) {

@@ -1054,3 +1054,16 @@ void reduced_stats_meet_cuda() {
   auto m = torch::mm(c, torch::ones({4, 2}).cuda());
   // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::mm' combines 'c' on CPU {{.*}}with 'torch::ones({4, 2}).cuda()' on CUDA [torch-device-mismatch]
 }
+
+// An object chosen by a ternary has each arm's parts, joined: an empty
+// placeholder and a helper's host sample leave the host sample's fields.
+struct HostSample {
+  torch::Tensor x;
+};
+HostSample draw_sample() { return {torch::randn({2, 4})}; }
+void ternary_struct_elements(bool skip) {
+  std::vector<HostSample> samples;
+  samples.push_back(skip ? HostSample{} : draw_sample());
+  auto m = torch::mm(samples[0].x, torch::ones({4, 2}).cuda());
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::mm' combines 'samples[0].x' on CPU {{.*}}with 'torch::ones({4, 2}).cuda()' on CUDA [torch-device-mismatch]
+}
