@@ -400,6 +400,17 @@ FlowModel::tupleGetOfTensorCall(const CallExpr &Call, const State &S) const {
       *Call.getArg(0), unsigned((*Args)[0].getAsIntegral().getZExtValue()), S);
 }
 
+/// A container of numbers (`{4, 4}` for a size): no tensors among them.
+static bool holdsScalars(const CXXRecordDecl *Container) {
+  const auto *Spec =
+      dyn_cast_or_null<ClassTemplateSpecializationDecl>(Container);
+  if (!Spec || Spec->getTemplateArgs().size() == 0)
+    return false;
+  const TemplateArgument &Element = Spec->getTemplateArgs()[0];
+  return Element.getKind() == TemplateArgument::Type &&
+         Element.getAsType()->isArithmeticType();
+}
+
 ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
                                    const State &S) const {
   ValueFacts F;
@@ -452,7 +463,8 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       // operands too (one location stands for all of them).
       for (const Expr *Arg : Call.arguments())
         if (const Expr *Container = stripConversions(Arg);
-            containerRecord(Container->getType())) {
+            containerRecord(Container->getType()) &&
+            !holdsScalars(containerRecord(Container->getType()))) {
           Location C = locationOf(Container);
           // A temporary container (`std::vector<Tensor>(first, last)`):
           // its elements as a declaration would set them.

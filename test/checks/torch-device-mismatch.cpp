@@ -505,3 +505,12 @@ void head_called_once(torch::Device device) {
   // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: module 'head' has its parameters on {{.*}} but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
 }
 void run_head() { head_called_once(torch::Device(torch::kCUDA, 0)); }
+
+// A size list (`{4, 4}`) holds numbers, no operand: host indices and values
+// that may be 0-dim build a host tensor.
+void sparse_host_adjacency() {
+  auto a = torch::zeros({3}, torch::kLong);
+  auto adj = torch::sparse_coo_tensor(torch::stack({a, a}), a.sum(), {4, 4});
+  auto h = torch::mm(adj, torch::ones({4, 2}).cuda());
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::mm' combines 'adj' on CPU with 'torch::ones({4, 2}).cuda()' on CUDA [torch-device-mismatch]
+}

@@ -33,6 +33,8 @@ Tensor ctc_loss(const Tensor &log_probs, const Tensor &targets,
                 const Tensor &input_lengths, const Tensor &target_lengths,
                 int64_t blank = 0, int64_t reduction = 1, bool zero_infinity = false);
 Tensor matmul(const Tensor &self, const Tensor &other);
+Tensor sparse_coo_tensor(const Tensor &indices, const Tensor &values,
+                         IntArrayRef size, TensorOptions options = {});
 Tensor mm(const Tensor &self, const Tensor &mat2);
 Tensor bmm(const Tensor &self, const Tensor &mat2);
 Tensor add(const Tensor &self, const Tensor &other, const Scalar &alpha = 1);
