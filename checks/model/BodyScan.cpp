@@ -83,7 +83,8 @@ public:
   }
 
   /// `T *p = &x;`: p names x while it is used only through `*p`, `p->` and
-  /// as a call's argument (decided in escapes()).
+  /// as an argument of the program's own functions (decided in
+  /// addAliasEscapes()).
   bool VisitVarDecl(VarDecl *VD) {
     if (!VD->hasLocalStorage() || !VD->getType()->isPointerType() ||
         !VD->getInit())

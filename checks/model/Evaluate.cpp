@@ -401,9 +401,8 @@ FlowModel::tupleGetOfTensorCall(const CallExpr &Call, const State &S) const {
 }
 
 /// A container of numbers (`{4, 4}` for a size): no tensors among them.
-static bool holdsScalars(const CXXRecordDecl *Container) {
-  const auto *Spec =
-      dyn_cast_or_null<ClassTemplateSpecializationDecl>(Container);
+static bool holdsScalars(const CXXRecordDecl &Container) {
+  const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(&Container);
   if (!Spec || Spec->getTemplateArgs().size() == 0)
     return false;
   const TemplateArgument &Element = Spec->getTemplateArgs()[0];
@@ -464,7 +463,7 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       for (const Expr *Arg : Call.arguments())
         if (const Expr *Container = stripConversions(Arg);
             containerRecord(Container->getType()) &&
-            !holdsScalars(containerRecord(Container->getType()))) {
+            !holdsScalars(*containerRecord(Container->getType()))) {
           Location C = locationOf(Container);
           // A temporary container (`std::vector<Tensor>(first, last)`):
           // its elements as a declaration would set them.

@@ -93,14 +93,14 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
         Decided = OpFacts.Device;
       else if (Decided->Value != OpFacts.Device.Value)
         Conflict = true;
+      else if (Decided->Entry != OpFacts.Device.Entry)
+        Decided->Entry = Decided->AlsoEntry = nullptr;
       if (!OpFacts.Device.Value.isCPU()) {
         if (!Accelerator)
           Accelerator = OpFacts.Device;
         else if (Accelerator->Value != OpFacts.Device.Value)
           Accelerators = true;
       }
-      else if (Decided->Entry != OpFacts.Device.Entry)
-        Decided->Entry = Decided->AlsoEntry = nullptr;
     } else if (OpFacts.Device.Entry && !OpFacts.Device.Value.isKnown()) {
       // If the op runs, its operands share one device: any of them names
       // it. Two entries are kept; an alternative ("one of two holders")
