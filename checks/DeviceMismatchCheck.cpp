@@ -51,10 +51,11 @@ public:
     for (size_t I = 0; I < Op.Operands.size(); ++I) {
       const Expr *E = Op.Operands[I];
       bool IsModule = Op.IsModuleCall && I == 0;
-      if (!IsModule && !isTensorType(E->getType()))
+      std::optional<ValueFacts> Facts =
+          IsModule ? M.evaluate(E, St) : M.evaluateOperand(*E, St);
+      if (!Facts)
         continue;
-      Out.Operands.push_back(
-          {M.evaluate(E, St), quotedSource(E, Ctx, "operand"), E});
+      Out.Operands.push_back({*Facts, quotedSource(E, Ctx, "operand"), E});
       // An output is written where the op computes, 0-dim or not.
       if (Op.InPlace && I == 0)
         Out.Operands.back().Facts.MayBeZeroDim = false;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "api/StdLibrary.h"
 #include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
@@ -32,6 +33,26 @@ static bool isElementwiseFunction(const FunctionDecl &FD) {
   return N == "add" || N == "sub" || N == "mul" || N == "div" || N == "where";
 }
 
+/// The operands one argument gives: a tensor, the elements of a braced
+/// list (`{a, b}`, `{IValue(x)}`), or a container variable, which stands for
+/// its elements.
+static void appendOperands(const Expr *Arg,
+                           llvm::SmallVectorImpl<const Expr *> &Out) {
+  if (!Arg || isa<CXXDefaultArgExpr>(Arg))
+    return;
+  const Expr *Stripped = stripConversions(Arg);
+  if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(Stripped))
+    Stripped = stripConversions(Std->getSubExpr());
+  if (const auto *List = dyn_cast<InitListExpr>(Stripped)) {
+    for (const Expr *Init : List->inits())
+      Out.push_back(stripConversions(Init));
+  } else if (const Expr *Tensor = tensorArgument(Arg)) {
+    Out.push_back(Tensor);
+  } else if (operandContainerRecord(Stripped->getType())) {
+    Out.push_back(Stripped);
+  }
+}
+
 bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out) {
   const auto *E = dyn_cast<Expr>(&S);
   if (!E)
@@ -41,7 +62,8 @@ bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out) {
     Out = {};
     Out.IsModuleCall = true;
     Out.Operands.push_back(MC.Module);
-    Out.Operands.append(MC.Inputs.begin(), MC.Inputs.end());
+    for (const Expr *In : MC.Inputs)
+      appendOperands(In, Out.Operands);
     return true;
   }
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E)) {
@@ -83,13 +105,7 @@ void functionOperands(const CallExpr &Call,
     if (FD && I < FD->getNumParams() &&
         isHostSideParameter(*FD, *FD->getParamDecl(I)))
       continue;
-    const Expr *Stripped = stripConversions(Arg);
-    if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(Stripped))
-      Stripped = stripConversions(Std->getSubExpr());
-    if (const auto *List = dyn_cast<InitListExpr>(Stripped))
-      Out.append(List->inits().begin(), List->inits().end());
-    else if (const Expr *Tensor = tensorArgument(Arg))
-      Out.push_back(Tensor);
+    appendOperands(Arg, Out);
   }
 }
 

@@ -32,6 +32,18 @@ const CXXRecordDecl *containerRecord(QualType T) {
   return RD;
 }
 
+const CXXRecordDecl *operandContainerRecord(QualType T) {
+  const CXXRecordDecl *RD = containerRecord(T);
+  const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(RD);
+  if (Spec && Spec->getTemplateArgs().size() > 0) {
+    const TemplateArgument &Element = Spec->getTemplateArgs()[0];
+    if (Element.getKind() == TemplateArgument::Type &&
+        Element.getAsType()->isArithmeticType())
+      return nullptr;
+  }
+  return RD;
+}
+
 bool isOptional(QualType T) {
   const CXXRecordDecl *RD = containerRecord(T);
   return isStdClass(RD, "optional") || isStdClass(RD, "variant");

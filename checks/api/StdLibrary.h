@@ -22,6 +22,9 @@ bool isStdClass(const CXXRecordDecl *RD, llvm::StringRef Name);
 /// The record of a standard container (vector, deque, array, list, map,
 /// unordered_map, ...) that \p T names, through references; null otherwise.
 const CXXRecordDecl *containerRecord(QualType T);
+/// A container that may hold tensors among the arguments of a tensor
+/// operation: any but one of numbers (`{4, 4}` for a size); null otherwise.
+const CXXRecordDecl *operandContainerRecord(QualType T);
 /// `std::optional<T>` or `std::variant<T...>`: a container of at most one
 /// element (`*o`, `o.value()`, `o->`, `std::get<T>(v)` name it).
 bool isOptional(QualType T);

@@ -1,6 +1,7 @@
 //===--- TorchApi.cpp - torch-tidy ----------------------------------------===//
 
 #include "llvm/ADT/StringSwitch.h"
+#include "api/StdLibrary.h"
 #include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
@@ -225,10 +226,13 @@ llvm::StringRef tensorMethodName(const CallExpr &Call) {
                                                              : "";
 }
 
+/// A module: `torch::nn::Module` or a TorchScript `torch::jit::Module`
+/// (a handle that shares its object, run through `forward`).
 static bool derivesFromModule(const CXXRecordDecl *RD) {
   if (!RD || !RD->hasDefinition())
     return false;
-  if (RD->getQualifiedNameAsString() == "torch::nn::Module")
+  std::string Name = RD->getQualifiedNameAsString();
+  if (Name == "torch::nn::Module" || Name == "torch::jit::Module")
     return true;
   for (const CXXBaseSpecifier &Base : RD->bases())
     if (derivesFromModule(Base.getType()->getAsCXXRecordDecl()))
@@ -270,6 +274,11 @@ bool isModuleHandleType(QualType T) {
       return derivesFromModule(
           Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl());
   return false;
+}
+
+bool isTorchValueType(QualType T) {
+  return isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
+         isTensorOptionsType(T) || isScriptValueType(T);
 }
 
 bool isDataExampleType(QualType T) {
@@ -431,6 +440,59 @@ const Expr *moduleLoadedBy(const CallExpr &Call, const Expr *&Device) {
       Device = Call.getArg(I);
   }
   return Call.getArg(0);
+}
+
+/// A type that a TorchScript accessor may return with tensors in it.
+static bool mayHoldScriptTensors(QualType T) {
+  if (T->isPointerType()) // `tuple_ptr->`
+    T = T->getPointeeType();
+  if (isTensorType(T) || isScriptValueType(T))
+    return true;
+  const CXXRecordDecl *Container = containerRecord(T);
+  const auto *Spec =
+      dyn_cast_or_null<ClassTemplateSpecializationDecl>(Container);
+  if (!Spec || Spec->getTemplateArgs().size() == 0 ||
+      Spec->getTemplateArgs()[0].getKind() != TemplateArgument::Type)
+    return false;
+  QualType Element = Spec->getTemplateArgs()[0].getAsType();
+  return isTensorType(Element) || isScriptValueType(Element);
+}
+
+const Expr *scriptValueSource(const Expr &E) {
+  if (!mayHoldScriptTensors(E.getType()))
+    return nullptr;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&E)) {
+    if (Op->getNumArgs() == 0)
+      return nullptr;
+    const Expr *Object = Op->getArg(0)->IgnoreParenImpCasts();
+    bool Access = Op->getOperator() == OO_Arrow || Op->getOperator() == OO_Star;
+    // `elements()[0]`: an element of a list that an accessor returned.
+    bool TemporaryElement = Op->getOperator() == OO_Subscript &&
+                            scriptValueSource(*stripConversions(Object));
+    return (Access && isScriptValueType(Object->getType())) ||
+                   TemporaryElement
+               ? Object
+               : nullptr;
+  }
+  const auto *Call = dyn_cast<CXXMemberCallExpr>(&E);
+  const Expr *Object = Call ? Call->getImplicitObjectArgument() : nullptr;
+  if (!Object)
+    return nullptr;
+  QualType ObjectType = Object->getType();
+  if (ObjectType->isPointerType())
+    ObjectType = ObjectType->getPointeeType();
+  return isScriptValueType(ObjectType) ? Object : nullptr;
+}
+
+bool isScriptModuleLoad(const CallExpr &Call, const Expr *&Device) {
+  Device = nullptr;
+  const FunctionDecl *FD = Call.getDirectCallee();
+  if (!FD || !FD->getIdentifier() || FD->getName() != "load" ||
+      FD->getQualifiedNameAsString() != "torch::jit::load" ||
+      !isModuleHandleType(Call.getType()))
+    return false;
+  Device = argumentForParameter(Call, "device");
+  return true;
 }
 
 const Expr *moduleToReceiver(const CallExpr &Call) {

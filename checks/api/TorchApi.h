@@ -103,6 +103,9 @@ const Expr *memberCallObject(const CallExpr &Call);
 /// A class that is a torch::nn::Module, a ModuleHolder, or a shared_ptr to a
 /// Module.
 bool isModuleHandleType(QualType T);
+/// A LibTorch value whose facts describe it whole, not part by part: a
+/// tensor, a module handle, a device, tensor options, a TorchScript value.
+bool isTorchValueType(QualType T);
 /// `torch::data::Example`.
 bool isDataExampleType(QualType T);
 /// Tensor methods that return a view of their receiver's storage (`slice`,
@@ -152,8 +155,9 @@ struct DeviceOperation {
 /// function.
 bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out);
 /// The tensor operands of a call of a LibTorch function: its tensor
-/// arguments and the tensors of its braced lists, less the ones it reads on
-/// the host (ctc_loss's lengths).
+/// arguments, the tensors of its braced lists and its containers (each
+/// standing for its elements), less the ones it reads on the host
+/// (ctc_loss's lengths).
 void functionOperands(const CallExpr &Call,
                       llvm::SmallVectorImpl<const Expr *> &Out);
 
@@ -184,6 +188,17 @@ const Expr *moduleToReceiver(const CallExpr &Call);
 /// \p Device is set to the device argument when there is one (the 2.x
 /// headers forward it through a parameter pack).
 const Expr *moduleLoadedBy(const CallExpr &Call, const Expr *&Device);
+
+/// What a TorchScript value's accessor reads its tensors from:
+/// `v.toTensor()`, `v.toTuple()`, `tuple->elements()`, `p->`, and
+/// `elements()[i]` of a temporary list name the value they are called on.
+/// Null for anything else (`v.toInt()`, `v.isTensor()`).
+const Expr *scriptValueSource(const Expr &E);
+
+/// `torch::jit::load(path[, device])`: a TorchScript module read from a
+/// file. \p Device is set to the device argument, or null when the module
+/// keeps the devices it was saved from.
+bool isScriptModuleLoad(const CallExpr &Call, const Expr *&Device);
 
 /// The argument bound to a parameter named \p Name, or null (also when a
 /// default argument is used).

@@ -5,6 +5,7 @@
 #include "api/TorchApi.h"
 #include "clang-tidy/utils/OptionsUtils.h"
 #include "clang/AST/DeclCXX.h"
+#include "clang/AST/DeclTemplate.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"
 #include "clang/Lex/Lexer.h"
@@ -101,6 +102,23 @@ bool isTensorArrayType(QualType T) {
 bool isDeviceType(QualType T) { return hasQualifiedRecordName(T, "c10::Device"); }
 bool isTensorOptionsType(QualType T) {
   return hasQualifiedRecordName(T, "c10::TensorOptions");
+}
+bool isScriptValueType(QualType T) {
+  if (T.isNull())
+    return false;
+  T = T.getNonReferenceType().getCanonicalType();
+  const auto *RD = T->getAsCXXRecordDecl();
+  if (!RD)
+    return false;
+  if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD);
+      Spec && Spec->getQualifiedNameAsString() == "c10::intrusive_ptr" &&
+      Spec->getTemplateArgs().size() >= 1 &&
+      Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
+    return isScriptValueType(Spec->getTemplateArgs()[0].getAsType());
+  if (RD->getQualifiedNameAsString() == "c10::IValue")
+    return true;
+  const auto *NS = dyn_cast<NamespaceDecl>(RD->getDeclContext());
+  return NS && NS->getQualifiedNameAsString() == "c10::ivalue";
 }
 bool isDeviceTypeEnum(QualType T) {
   T = T.getNonReferenceType().getCanonicalType();

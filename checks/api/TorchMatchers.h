@@ -54,6 +54,10 @@ bool isDeviceType(QualType T);
 bool isDeviceTypeEnum(QualType T);
 /// `c10::TensorOptions`.
 bool isTensorOptionsType(QualType T);
+/// A TorchScript value that may hold tensors: `c10::IValue`, a
+/// `c10::ivalue::Tuple` (or other ivalue object) and the `intrusive_ptr`
+/// that holds one.
+bool isScriptValueType(QualType T);
 
 /// True when \p Child, a direct child of \p Parent, runs as a statement of
 /// its own (a block item, an if branch, a loop body or init/increment, a

@@ -204,16 +204,13 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
   // and the values below are read whole.)
   if (const auto *Copy = dyn_cast_or_null<CXXConstructExpr>(Stripped);
       Copy && Copy->getConstructor()->isCopyOrMoveConstructor() &&
-      Copy->getNumArgs() >= 1 && !isModuleHandleType(Type) &&
-      !isTensorType(Type) && !isDeviceType(Type) && !isTensorOptionsType(Type))
+      Copy->getNumArgs() >= 1 && !isTorchValueType(Type))
     Stripped = Copy->getArg(0)->IgnoreImplicit();
 
   // `c ? Shard{} : sample(n)` of an object with parts: each arm's parts,
   // joined as paths are.
   if (const auto *Choice = dyn_cast_or_null<ConditionalOperator>(Stripped);
-      Choice && !isTensorType(Type) && !isDeviceType(Type) &&
-      !isTensorOptionsType(Type) && !isModuleHandleType(Type) &&
-      Type->isRecordType()) {
+      Choice && !isTorchValueType(Type) && Type->isRecordType()) {
     State Other = St;
     assign(L, Type, Choice->getTrueExpr(), Loc, St);
     assign(L, Type, Choice->getFalseExpr(), Loc, Other);
@@ -461,17 +458,13 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
         return;
       }
     }
-    if ((isTupleLike(Type) || (RD && !isTensorType(Type) &&
-                               !isModuleHandleType(Type) &&
-                               !isDeviceType(Type) &&
-                               !isTensorOptionsType(Type))) &&
+    if ((isTupleLike(Type) || (RD && !isTorchValueType(Type))) &&
         assignCallResult(L, Stripped, St))
       return;
     // A user class built here: what its constructor does to its members.
     if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
-        Construct && RD && !isTensorType(Type) && !isModuleHandleType(Type) &&
-        !isDeviceType(Type) && !isTensorOptionsType(Type) &&
-        !isTupleLike(Type) && !isCallableType(Type)) {
+        Construct && RD && !isTorchValueType(Type) && !isTupleLike(Type) &&
+        !isCallableType(Type)) {
       transferConstruction(*Construct, L, St);
       return;
     }

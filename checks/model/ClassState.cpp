@@ -18,8 +18,7 @@ bool isTrackedMember(const FieldDecl &F) {
   QualType T = F.getType();
   if (T->isReferenceType())
     return false;
-  if (isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
-      isTensorOptionsType(T) || T->isBooleanType() || T->isIntegerType() ||
+  if (isTorchValueType(T) || T->isBooleanType() || T->isIntegerType() ||
       containerRecord(T) || isCallableType(T) || isOwningPointer(T))
     return true;
   // An object of the program's own (a sampler, a config): its parts.

@@ -197,6 +197,10 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
     return evaluateLocation(*E, L, S);
   if (SourceLocation Batch = loaderBatchOrigin(*E, Ctx); Batch.isValid())
     return loaderBatchFacts(Batch);
+  // `out.toTensor()`, `out.toTuple()->elements()[0]`: what the TorchScript
+  // value holds.
+  if (const Expr *Source = scriptValueSource(*E))
+    return evaluate(Source, S);
   if (isTensorType(E->getType()))
     if (ValueFacts Part = evaluatePartOfResult(E, S); !Part.isUnknown())
       return Part;
@@ -400,14 +404,24 @@ FlowModel::tupleGetOfTensorCall(const CallExpr &Call, const State &S) const {
       *Call.getArg(0), unsigned((*Args)[0].getAsIntegral().getZExtValue()), S);
 }
 
-/// A container of numbers (`{4, 4}` for a size): no tensors among them.
-static bool holdsScalars(const CXXRecordDecl &Container) {
-  const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(&Container);
-  if (!Spec || Spec->getTemplateArgs().size() == 0)
-    return false;
-  const TemplateArgument &Element = Spec->getTemplateArgs()[0];
-  return Element.getKind() == TemplateArgument::Type &&
-         Element.getAsType()->isArithmeticType();
+std::optional<ValueFacts> FlowModel::evaluateOperand(const Expr &E,
+                                                     const State &S) const {
+  if (isTensorType(E.getType()))
+    return evaluate(&E, S);
+  const Expr *Container = stripConversions(&E);
+  if (!operandContainerRecord(Container->getType()))
+    return std::nullopt;
+  Location C = locationOf(Container);
+  // A temporary container (`std::vector<Tensor>(first, last)`): its
+  // elements as a declaration would set them.
+  State Scratch;
+  if (!C) {
+    Scratch = S;
+    C = Location::returned();
+    assign(C, Container->getType(), Container, E.getExprLoc(), Scratch);
+  }
+  return evaluateLocation(E, C.child(Selector::element()),
+                          C.Kind == Location::Return ? Scratch : S);
 }
 
 ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
@@ -454,29 +468,11 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       // isnan, the functional losses, ...) computes on its operands' device.
       llvm::SmallVector<const Expr *, 4> Operands;
       functionOperands(Call, Operands);
+      // `torch::stack(losses)`: a container's elements are operands too.
       llvm::SmallVector<ValueFacts, 4> Facts;
       for (const Expr *Op : Operands)
-        if (isTensorType(Op->getType()))
-          Facts.push_back(evaluate(Op, S));
-      // `torch::stack(losses)`: the elements of a container argument are
-      // operands too (one location stands for all of them).
-      for (const Expr *Arg : Call.arguments())
-        if (const Expr *Container = stripConversions(Arg);
-            containerRecord(Container->getType()) &&
-            !holdsScalars(*containerRecord(Container->getType()))) {
-          Location C = locationOf(Container);
-          // A temporary container (`std::vector<Tensor>(first, last)`):
-          // its elements as a declaration would set them.
-          State Scratch;
-          if (!C) {
-            Scratch = S;
-            C = Location::returned();
-            assign(C, Container->getType(), Container, Loc, Scratch);
-          }
-          Facts.push_back(evaluateLocation(
-              *Arg, C.child(Selector::element()),
-              C.Kind == Location::Return ? Scratch : S));
-        }
+        if (std::optional<ValueFacts> Operand = evaluateOperand(*Op, S))
+          Facts.push_back(*Operand);
       F = combineOperands(Call, Facts, S);
       if (FD->getIdentifier() && returnsNoGraph(FD->getName())) {
         F.Graph = {GraphState::NoGraph, Call.getExprLoc()};
@@ -501,6 +497,12 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
                FD->getIdentifier() && FD->getName() == "clone") {
       // `net->clone()` keeps the device of the module it copies.
       F = evaluate(Object, S);
+    } else if (const Expr *Device; isScriptModuleLoad(Call, Device)) {
+      // Mapped onto `device`, or on the devices it was saved from.
+      F = newModuleFacts(Call.getType(), Loc);
+      F.Device = {};
+      if (Device)
+        F.Device = evaluateDeviceSpec(Device, S);
     } else if (isSmartPointerCast(*FD)) {
       F = evaluate(Call.getArg(0), S);
     }

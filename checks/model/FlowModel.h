@@ -94,6 +94,10 @@ public:
   Location returnedStorageAt(const CallExpr &Call) const;
   /// The facts of the value \p E computes, in state \p S.
   ValueFacts evaluate(const Expr *E, const State &S) const;
+  /// An operand of a tensor operation: a tensor's facts, or a container's,
+  /// whose one location stands for all its elements; nullopt for others.
+  std::optional<ValueFacts> evaluateOperand(const Expr &E,
+                                            const State &S) const;
   /// The device a device-like expression (Device, DeviceType, string,
   /// TensorOptions) names; unknown when it names none.
   Sourced<DeviceValue> evaluateDeviceSpec(const Expr *E, const State &S) const;

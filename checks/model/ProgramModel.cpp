@@ -127,8 +127,7 @@ static const CXXRecordDecl *thisClass(const FunctionDecl &F) {
 /// Whether a location of this type is worth a fact.
 static bool isTrackedType(QualType T) {
   T = T.getNonReferenceType();
-  return isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
-         isTensorOptionsType(T) || T->isBooleanType() || T->isIntegerType() ||
+  return isTorchValueType(T) || T->isBooleanType() || T->isIntegerType() ||
          isCallableType(T);
 }
 
