@@ -37,6 +37,9 @@ inline constexpr CheckDescription CheckDescriptions[] = {
     {"torch-empty-cache-oom-retry",
      "emptyCache() in an out-of-memory handler before a same-size retry; the "
      "allocator already did that."},
+    {"torch-eval-mode-missing",
+     "Evaluation forward of a module with Dropout or BatchNorm while it is in "
+     "training mode (or a training forward in evaluation mode)."},
     {"torch-host-sync-in-loop",
      "Unconditional host-device synchronisation inside a training loop."},
     {"torch-inference-without-no-grad",

@@ -62,6 +62,7 @@ ModelConfig modelConfigFor(const ClangTidyContext &Context) {
       {"GuardTypes", &TorchApiOptions::GuardTypes},
       {"AccumulatingFunctions", &TorchApiOptions::AccumulatingFunctions},
       {"ExtraEmptyCacheFunctions", &TorchApiOptions::ExtraEmptyCacheFunctions},
+      {"EvaluationFunctions", &TorchApiOptions::EvaluationFunctions},
   };
   // The options map is unordered: gather, then sort, so that one set of
   // options is one model whatever order they were read in.

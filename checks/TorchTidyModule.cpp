@@ -10,6 +10,7 @@
 #include "DeviceMismatchCheck.h"
 #include "EmptyCacheInLoopCheck.h"
 #include "EmptyCacheOomRetryCheck.h"
+#include "EvalModeMissingCheck.h"
 #include "NonBlockingD2HRaceCheck.h"
 #include "NonBlockingPageableCheck.h"
 #include "HostSyncInLoopCheck.h"
@@ -32,6 +33,7 @@ public:
     Factories.registerCheck<EmptyCacheInLoopCheck>("torch-empty-cache-in-loop");
     Factories.registerCheck<EmptyCacheOomRetryCheck>(
         "torch-empty-cache-oom-retry");
+    Factories.registerCheck<EvalModeMissingCheck>("torch-eval-mode-missing");
     Factories.registerCheck<HostSyncInLoopCheck>("torch-host-sync-in-loop");
     Factories.registerCheck<InferenceWithoutNoGradCheck>(
         "torch-inference-without-no-grad");

@@ -23,6 +23,7 @@ const std::pair<StringRef, StringRef> CatalogGroups[] = {
     {"device", "Device placement"},
     {"copies", "Copies (host and device)"},
     {"memory", "GPU memory"},
+    {"training", "Training correctness"},
 };
 const std::pair<StringRef, StringRef> CheckGroups[] = {
     {"torch-device-mismatch", "device"},
@@ -37,6 +38,10 @@ const std::pair<StringRef, StringRef> CheckGroups[] = {
     {"torch-loss-accumulation-graph", "memory"},
     {"torch-inference-without-no-grad", "memory"},
     {"torch-host-sync-in-loop", "memory"},
+    {"torch-missing-zero-grad", "training"},
+    {"torch-grad-accumulation-unscaled", "training"},
+    {"torch-eval-mode-missing", "training"},
+    {"torch-autocast-region", "training"},
 };
 
 StringRef groupLabel(StringRef Group) {

@@ -66,3 +66,27 @@ void init_cuda_context() {
   auto warm = torch::zeros({1}, torch::kCUDA);
   std::cout << "CUDA ready: " << warm.sizes() << '\n';
 }
+
+// A calibration head with dropout, restored from a checkpoint.
+struct CalibratorImpl : torch::nn::Module {
+  CalibratorImpl()
+      : fc(register_module("fc", torch::nn::Linear(10, 10))),
+        drop(register_module("drop", torch::nn::Dropout(0.2))) {}
+  torch::Tensor forward(torch::Tensor logits) { return fc(drop(logits)); }
+  torch::nn::Linear fc;
+  torch::nn::Dropout drop;
+};
+TORCH_MODULE(Calibrator);
+
+torch::Tensor calibrate(const torch::Tensor &logits, torch::Device device) {
+  Calibrator calibrator;
+  torch::load(calibrator, "calibrator.pt");
+  calibrator->to(device);
+  torch::NoGradGuard no_grad;
+  // BUG(torch-eval-mode-missing): a module starts in training mode: its
+  // dropout stays on while it scores.
+  auto calibrated = calibrator->forward(logits.to(device));
+  // OK(torch-eval-mode-missing): in evaluation mode.
+  calibrator->eval();
+  return calibrator->forward(logits.to(device)) + calibrated;
+}

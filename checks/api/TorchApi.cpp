@@ -276,6 +276,40 @@ bool isModuleHandleType(QualType T) {
   return false;
 }
 
+ModeDependence layerModeDependence(const CXXRecordDecl &Layer) {
+  std::string Qualified = Layer.getQualifiedNameAsString();
+  llvm::StringRef N(Qualified);
+  if (!N.consume_front("torch::nn::") || N.contains("::"))
+    return ModeDependence::Unknown;
+  N.consume_back("Impl");
+  if (N.contains("Dropout") || N.starts_with("BatchNorm") ||
+      N.starts_with("Transformer"))
+    return ModeDependence::Yes;
+  if (N.starts_with("InstanceNorm") || N == "RNN" || N == "LSTM" ||
+      N == "GRU" || N == "MultiheadAttention" || N == "Sequential" ||
+      N == "ModuleList" || N == "ModuleDict" || N == "AnyModule" ||
+      N == "Functional" || N == "Module" || N == "Cloneable")
+    return ModeDependence::Unknown;
+  return ModeDependence::No;
+}
+
+bool isSharedModuleHandleType(QualType T) {
+  T = T.getNonReferenceType().getCanonicalType();
+  const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+  return RD && isModuleHandleType(T) &&
+         (isModuleHolderRecord(RD) || isStdClass(RD, "shared_ptr") ||
+          RD->getQualifiedNameAsString() == "torch::jit::Module");
+}
+
+llvm::StringRef moduleMemberAccess(QualType Handle) {
+  Handle = Handle.getNonReferenceType().getCanonicalType();
+  const CXXRecordDecl *RD = Handle->getAsCXXRecordDecl();
+  return Handle->isPointerType() || isModuleHolderRecord(RD) ||
+                 isStdClass(RD, "shared_ptr")
+             ? "->"
+             : ".";
+}
+
 bool isTorchValueType(QualType T) {
   return isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
          isTensorOptionsType(T) || isScriptValueType(T);
@@ -543,7 +577,7 @@ std::string TorchApiOptions::key() const {
         &ExtraBackwardFunctions, &ExtraStepFunctions, &GuardFunctions,
         &DeviceSelectorFunctions, &ExtraDeviceCountFunctions, &GuardTypes,
         &AccumulatingFunctions, &ExtraEmptyCacheFunctions,
-        &OutOfMemoryMessages}) {
+        &EvaluationFunctions, &OutOfMemoryMessages}) {
     for (const std::string &N : *List)
       Key += N + ",";
     Key += ";";

@@ -44,6 +44,8 @@ struct TorchApiOptions {
   std::vector<std::string> AccumulatingFunctions;
   /// Functions that empty the CUDA caching allocator's cache.
   std::vector<std::string> ExtraEmptyCacheFunctions;
+  /// The project's evaluation functions: every forward in them evaluates.
+  std::vector<std::string> EvaluationFunctions;
   /// Substrings, lower case, of the string literals by which a generic
   /// handler (`c10::Error`, `std::exception`) shows it tests for an
   /// out-of-memory error.
@@ -103,6 +105,23 @@ const Expr *memberCallObject(const CallExpr &Call);
 /// A class that is a torch::nn::Module, a ModuleHolder, or a shared_ptr to a
 /// Module.
 bool isModuleHandleType(QualType T);
+/// Whether a LibTorch layer (`torch::nn::DropoutImpl`, ...) behaves
+/// differently in training and evaluation mode: Yes for the dropouts, the
+/// batch norms and the transformers (dropout 0.1 by default); Unknown where
+/// its options decide (InstanceNorm's running stats, a recurrent layer's or
+/// attention's dropout); No for the other `torch::nn` layers. Unknown for a
+/// class outside `torch::nn`.
+enum class ModeDependence { Unknown, Yes, No };
+ModeDependence layerModeDependence(const CXXRecordDecl &Layer);
+
+/// A module handle whose copies share one module: a holder (`Net`), a
+/// `std::shared_ptr` of a module, a TorchScript module.
+bool isSharedModuleHandleType(QualType T);
+
+/// How a call of a method of module handle \p Handle is written: `->` for
+/// a holder or a pointer (`net->eval()`), `.` for a module object.
+llvm::StringRef moduleMemberAccess(QualType Handle);
+
 /// A LibTorch value whose facts describe it whole, not part by part: a
 /// tensor, a module handle, a device, tensor options, a TorchScript value.
 bool isTorchValueType(QualType T);

@@ -86,8 +86,20 @@ public:
   /// as an argument of the program's own functions (decided in
   /// addAliasEscapes()).
   bool VisitVarDecl(VarDecl *VD) {
-    if (!VD->hasLocalStorage() || !VD->getType()->isPointerType() ||
-        !VD->getInit())
+    if (!VD->hasLocalStorage() || !VD->getInit())
+      return true;
+    // `Net copy = model;`: a second handle of the same module.
+    if (isSharedModuleHandleType(VD->getType()) &&
+        !VD->getType()->isReferenceType())
+      if (const auto *Copy = dyn_cast<CXXConstructExpr>(
+              VD->getInit()->IgnoreImplicit());
+          Copy && Copy->getConstructor()->isCopyConstructor())
+        if (const auto *Ref = dyn_cast<DeclRefExpr>(
+                Copy->getArg(0)->IgnoreParenImpCasts());
+            Ref && isa<VarDecl>(Ref->getDecl()) &&
+            isSharedModuleHandleType(Ref->getType()))
+          HandleCopies.push_back({VD, Ref});
+    if (!VD->getType()->isPointerType())
       return true;
     if (const auto *UO =
             dyn_cast<UnaryOperator>(VD->getInit()->IgnoreParenImpCasts());
@@ -117,6 +129,15 @@ public:
       if (C.capturesVariable())
         CapturedPointers.insert(C.getCapturedVar());
     return true;
+  }
+
+  /// The handle copies that name their source's module for the whole body:
+  /// neither is ever assigned.
+  void addHandleAliases(
+      llvm::DenseMap<const ValueDecl *, const Expr *> &Out) const {
+    for (const auto &[Copy, Source] : HandleCopies)
+      if (!Writes.lookup(Copy) && !Writes.lookup(Source->getDecl()))
+        Out.try_emplace(Copy, Source);
   }
 
   /// The variables whose address was taken for a pointer that does more
@@ -188,6 +209,8 @@ private:
   llvm::SmallVector<std::pair<const ValueDecl *, const ValueDecl *>, 2> Aliases;
   llvm::DenseMap<const ValueDecl *, unsigned> PointerUses, PointerDerefs;
   llvm::DenseSet<const ValueDecl *> CapturedPointers;
+  llvm::SmallVector<std::pair<const ValueDecl *, const DeclRefExpr *>, 1>
+      HandleCopies;
 };
 
 /// Finds the owning pointers (std::unique_ptr, std::shared_ptr variables)
@@ -265,6 +288,7 @@ FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
       }
   Owners.addShared(Escaped);
   Scanner.addAliasEscapes();
+  Scanner.addHandleAliases(HandleAliases);
   BackwardReceivers = Scanner.backwardReceivers();
   PinnedHostPointers = std::move(Scanner.PinnedPointers);
 }

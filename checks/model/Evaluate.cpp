@@ -111,6 +111,16 @@ static ValueFacts loaderBatchFacts(SourceLocation Origin) {
   return F;
 }
 
+/// Whether a module has parameters, and mode-dependent layers, is its
+/// class's: a loss module has none wherever it is held.
+void FlowModel::withClassFacts(ValueFacts &Module, QualType ModuleType) const {
+  const ModuleClassFacts &Class = Program.moduleClassFacts(ModuleType);
+  if (Module.HasParameters == Tri::Unknown)
+    Module.HasParameters = Class.HasParameters;
+  if (Module.ModeLayers == Tri::Unknown)
+    Module.ModeLayers = Class.ModeLayers;
+}
+
 ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
                                        const State &S) const {
   if (const ValueFacts *F = S.lookup(L)) {
@@ -119,15 +129,13 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
     // converged must not make the copy unknown.
     ValueFacts Read = *F;
     Read.KeepsCallerFacts = false;
-    if (Read.HasParameters == Tri::Unknown && isModuleHandleType(E.getType()))
-      Read.HasParameters = Program.moduleClassFacts(E.getType()).HasParameters;
+    if (isModuleHandleType(E.getType()))
+      withClassFacts(Read, E.getType());
     return Read;
   }
   ValueFacts F;
-  // Whether a module has parameters is its class's: a loss module has none
-  // wherever it is held.
   if (isModuleHandleType(E.getType()))
-    F.HasParameters = Program.moduleClassFacts(E.getType()).HasParameters;
+    withClassFacts(F, E.getType());
   if (L.Kind == Location::Global && L.Depth == 0)
     if (const auto *Global = dyn_cast<VarDecl>(L.Root))
       F = Program.globalFacts(*Global);

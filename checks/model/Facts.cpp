@@ -185,6 +185,13 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   R.Pin = joinSourced(A.Pin, B.Pin);
   R.Graph = joinSourced(A.Graph, B.Graph);
   R.Mode = joinSourced(A.Mode, B.Mode);
+  if (!R.Mode.isKnown() && A.Mode.isKnown() && B.Mode.isKnown()) {
+    // Training on one path, evaluating on another: training on some path,
+    // from where the training path set it.
+    R.Mode = A.Mode.Value == ModuleMode::Eval ? B.Mode : A.Mode;
+    R.Mode.Value = ModuleMode::TrainOnSomePath;
+    R.Mode.Entry = R.Mode.AlsoEntry = nullptr;
+  }
   R.ModeLayers = A.ModeLayers == B.ModeLayers ? A.ModeLayers : Tri::Unknown;
   R.HasParameters =
       A.HasParameters == B.HasParameters ? A.HasParameters : Tri::Unknown;

@@ -35,8 +35,9 @@ enum class Pinning : unsigned char { Unknown, Pinned, Pageable };
 /// Whether a tensor keeps an autograd graph alive.
 enum class GraphState : unsigned char { Unknown, InGraph, NoGraph };
 
-/// Whether a module runs in training or evaluation mode.
-enum class ModuleMode : unsigned char { Unknown, Train, Eval };
+/// Whether a module runs in training or evaluation mode. TrainOnSomePath:
+/// paths that reach here disagree, and one of them leaves it training.
+enum class ModuleMode : unsigned char { Unknown, Train, Eval, TrainOnSomePath };
 
 /// Yes, no, or not proven.
 enum class Tri : unsigned char { Unknown, Yes, No };

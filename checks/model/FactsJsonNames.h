@@ -17,7 +17,8 @@ namespace clang::tidy::torch::factsjson {
 
 constexpr llvm::StringLiteral PinNames[] = {"unknown", "pinned", "pageable"};
 constexpr llvm::StringLiteral GraphNames[] = {"unknown", "graph", "no-graph"};
-constexpr llvm::StringLiteral ModeNames[] = {"unknown", "train", "eval"};
+constexpr llvm::StringLiteral ModeNames[] = {"unknown", "train", "eval",
+                                             "trainOnSomePath"};
 constexpr llvm::StringLiteral TriNames[] = {"unknown", "yes", "no"};
 constexpr llvm::StringLiteral CudaNames[] = {"unguarded", "entry", "checked"};
 constexpr llvm::StringLiteral GradNames[] = {"entry", "enabled", "disabled",

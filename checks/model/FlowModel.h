@@ -255,6 +255,7 @@ private:
   /// What an op that runs computes from operands with these facts.
   ValueFacts combineOperands(const Expr &E, llvm::ArrayRef<ValueFacts> Ops,
                              const State &S) const;
+  void withClassFacts(ValueFacts &Module, QualType ModuleType) const;
   ValueFacts evaluateLocation(const Expr &E, const Location &L,
                               const State &S) const;
   /// What \p L holds, for a change in place: a part of this function's

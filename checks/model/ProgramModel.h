@@ -206,6 +206,7 @@ public:
   const ModuleClassFacts &moduleClassFacts(QualType ModuleType);
   /// No when a user module class provably has no parameters.
   Tri userModuleParameters(const CXXRecordDecl &RD);
+  Tri userModuleModeLayers(const CXXRecordDecl &RD);
   /// Members that code writes through an object other than `*this`.
   const llvm::DenseSet<const FieldDecl *> &foreignWrittenMembers();
   /// Whether a method of \p Class is being analysed to compute its state.

@@ -90,6 +90,7 @@ CHECKS = [
     "torch-loss-accumulation-graph",
     "torch-inference-without-no-grad",
     "torch-host-sync-in-loop",
+    "torch-eval-mode-missing",
 ]
 
 WARN_MARK = re.compile(r"\s*// WARN$")

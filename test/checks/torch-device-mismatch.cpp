@@ -514,3 +514,13 @@ void sparse_host_adjacency() {
   auto h = torch::mm(adj, torch::ones({4, 2}).cuda());
   // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::mm' combines 'adj' on CPU with 'torch::ones({4, 2}).cuda()' on CUDA [torch-device-mismatch]
 }
+
+// A holder copied before the move shares the module: the copy moved too.
+void holder_copy_shares_module() {
+  Net model;
+  Net copy = model;
+  model->to(torch::kCUDA);
+  copy->forward(torch::rand({2, 4}).cuda());
+  copy->forward(torch::rand({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: module 'copy' has its parameters on CUDA but is called with 'torch::rand({2, 4})' on CPU [torch-device-mismatch]
+}

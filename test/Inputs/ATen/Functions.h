@@ -46,6 +46,7 @@ Tensor nll_loss(const Tensor &self, const Tensor &target);
 Tensor cross_entropy_loss(const Tensor &self, const Tensor &target);
 Tensor binary_cross_entropy(const Tensor &self, const Tensor &target);
 Tensor relu(const Tensor &self);
+Tensor dropout(const Tensor &input, double p, bool train);
 Tensor log(const Tensor &self);
 // The window is a c10::optional<Tensor>, as in the real header.
 Tensor stft(const Tensor &self, int64_t n_fft, c10::optional<int64_t> hop_length,

@@ -45,6 +45,23 @@ public:
 };
 TORCH_MODULE(Dropout);
 
+// The real batch norms derive from BatchNormImplBase<D, Derived>.
+class BatchNorm2dImpl : public Cloneable<BatchNorm2dImpl> {
+public:
+  explicit BatchNorm2dImpl(int64_t num_features);
+  void reset() override;
+  Tensor forward(const Tensor &input);
+};
+TORCH_MODULE(BatchNorm2d);
+
+class LayerNormImpl : public Cloneable<LayerNormImpl> {
+public:
+  explicit LayerNormImpl(std::vector<int64_t> normalized_shape);
+  void reset() override;
+  Tensor forward(const Tensor &input);
+};
+TORCH_MODULE(LayerNorm);
+
 class SequentialImpl : public Cloneable<SequentialImpl> {
 public:
   SequentialImpl();
