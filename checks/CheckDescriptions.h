@@ -22,6 +22,9 @@ struct CheckDescription {
 };
 
 inline constexpr CheckDescription CheckDescriptions[] = {
+    {"torch-autocast-region",
+     "Autocast left on by an early return or a throw, backward() inside "
+     "autocast, or a float16 loss with no loss scaling."},
     {"torch-cuda-unguarded",
      "CUDA device used on a path with no torch::cuda::is_available() check "
      "and no CPU fallback."},
@@ -40,6 +43,9 @@ inline constexpr CheckDescription CheckDescriptions[] = {
     {"torch-eval-mode-missing",
      "Evaluation forward of a module with Dropout or BatchNorm while it is in "
      "training mode (or a training forward in evaluation mode)."},
+    {"torch-grad-accumulation-unscaled",
+     "Gradient accumulation (step() every N iterations) whose mean loss is "
+     "never divided by N."},
     {"torch-host-sync-in-loop",
      "Unconditional host-device synchronisation inside a training loop."},
     {"torch-inference-without-no-grad",
@@ -48,6 +54,9 @@ inline constexpr CheckDescription CheckDescriptions[] = {
     {"torch-loss-accumulation-graph",
      "Autograd tensor accumulated across loop iterations without .item() or "
      ".detach(), keeping every graph alive."},
+    {"torch-missing-zero-grad",
+     "Optimizer step() after which some path reaches the next backward() "
+     "without resetting any gradients."},
     {"torch-non-blocking-d2h-race",
      "Non-blocking device-to-host copy read on the host before any "
      "synchronisation."},

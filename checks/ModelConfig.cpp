@@ -63,6 +63,8 @@ ModelConfig modelConfigFor(const ClangTidyContext &Context) {
       {"AccumulatingFunctions", &TorchApiOptions::AccumulatingFunctions},
       {"ExtraEmptyCacheFunctions", &TorchApiOptions::ExtraEmptyCacheFunctions},
       {"EvaluationFunctions", &TorchApiOptions::EvaluationFunctions},
+      {"ZeroGradFunctions", &TorchApiOptions::ZeroGradFunctions},
+      {"AutocastGuardTypes", &TorchApiOptions::AutocastGuardTypes},
   };
   // The options map is unordered: gather, then sort, so that one set of
   // options is one model whatever order they were read in.

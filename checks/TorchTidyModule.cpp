@@ -5,17 +5,20 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AutocastRegionCheck.h"
 #include "CudaUnguardedCheck.h"
 #include "DeviceIndexUncheckedCheck.h"
 #include "DeviceMismatchCheck.h"
 #include "EmptyCacheInLoopCheck.h"
 #include "EmptyCacheOomRetryCheck.h"
 #include "EvalModeMissingCheck.h"
+#include "GradAccumulationUnscaledCheck.h"
 #include "NonBlockingD2HRaceCheck.h"
 #include "NonBlockingPageableCheck.h"
 #include "HostSyncInLoopCheck.h"
 #include "InferenceWithoutNoGradCheck.h"
 #include "LossAccumulationGraphCheck.h"
+#include "MissingZeroGradCheck.h"
 #include "TensorToDiscardedCheck.h"
 #include "KeepGoing.h"
 #include "clang-tidy/ClangTidyModule.h"
@@ -26,6 +29,7 @@ namespace clang::tidy::torch {
 class TorchModule : public ClangTidyModule {
 public:
   void addCheckFactories(ClangTidyCheckFactories &Factories) override {
+    Factories.registerCheck<AutocastRegionCheck>("torch-autocast-region");
     Factories.registerCheck<CudaUnguardedCheck>("torch-cuda-unguarded");
     Factories.registerCheck<DeviceMismatchCheck>("torch-device-mismatch");
     Factories.registerCheck<DeviceIndexUncheckedCheck>(
@@ -34,11 +38,14 @@ public:
     Factories.registerCheck<EmptyCacheOomRetryCheck>(
         "torch-empty-cache-oom-retry");
     Factories.registerCheck<EvalModeMissingCheck>("torch-eval-mode-missing");
+    Factories.registerCheck<GradAccumulationUnscaledCheck>(
+        "torch-grad-accumulation-unscaled");
     Factories.registerCheck<HostSyncInLoopCheck>("torch-host-sync-in-loop");
     Factories.registerCheck<InferenceWithoutNoGradCheck>(
         "torch-inference-without-no-grad");
     Factories.registerCheck<LossAccumulationGraphCheck>(
         "torch-loss-accumulation-graph");
+    Factories.registerCheck<MissingZeroGradCheck>("torch-missing-zero-grad");
     Factories.registerCheck<NonBlockingD2HRaceCheck>(
         "torch-non-blocking-d2h-race");
     Factories.registerCheck<NonBlockingPageableCheck>(

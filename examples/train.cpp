@@ -4,10 +4,81 @@
 // `// OK(torch-<check>)` comment above similar code it must accept.
 #include "net.h"
 
+#include <ATen/autocast_mode.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/version.h>
 
 #include <iostream>
 #include <vector>
+
+// Fine-tunes the classifier with gradient accumulation (a large effective
+// batch on a small GPU), then polishes the output layer on one batch.
+void fine_tune(Net &net, torch::Device device, int64_t accum_steps) {
+  torch::optim::SGD optimizer(net->parameters(), /*lr=*/0.001);
+  auto loader = make_loader(/*examples=*/512, /*batch_size=*/32);
+  int64_t micro = 0;
+  for (auto &batch : *loader) {
+    auto loss = torch::nll_loss(net->forward(batch.data.to(device)),
+                                batch.target.to(device));
+    // BUG(torch-grad-accumulation-unscaled): nll_loss is a mean; the
+    // gradients of accum_steps of them add up before one step.
+    loss.backward();
+    if (++micro % accum_steps == 0) {
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+  }
+
+  torch::optim::SGD head(net->fc2->parameters(), /*lr=*/0.001);
+  auto x = torch::randn({64, 784}).to(device);
+  auto y = torch::randint(0, 10, {64}, torch::kLong).to(device);
+  for (int i = 0; i < 20; ++i) {
+    // OK(torch-grad-accumulation-unscaled): a step on every iteration.
+    torch::nll_loss(net->forward(x), y).backward();
+    // BUG(torch-missing-zero-grad): nothing resets the gradients, so each
+    // step applies the sum of all earlier ones.
+    head.step();
+  }
+}
+
+// Switch CUDA autocast on and off (the 2.x spelling where it exists).
+void amp_on() {
+#if TORCH_VERSION_MAJOR >= 2
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+  at::autocast::set_enabled(true);
+#endif
+}
+void amp_off() {
+#if TORCH_VERSION_MAJOR >= 2
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+  at::autocast::set_enabled(false);
+#endif
+}
+
+// A few mixed-precision steps (bfloat16, no loss scaling needed) that warm
+// the kernels up before the real run.
+void warm_up_amp(Net &net, torch::Device device) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+#else
+  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+#endif
+  torch::optim::SGD optimizer(net->parameters(), /*lr=*/0.001);
+  auto x = torch::randn({64, 784}).to(device);
+  auto y = torch::randint(0, 10, {64}, torch::kLong).to(device);
+  for (int i = 0; i < 3; ++i) {
+    optimizer.zero_grad();
+    amp_on();
+    auto loss = torch::nll_loss(net->forward(x), y);
+    // BUG(torch-autocast-region): backward() runs inside the autocast
+    // region; PyTorch runs the backward pass outside autocast.
+    loss.backward();
+    amp_off();
+    optimizer.step();
+  }
+}
 
 int main() {
   torch::manual_seed(0);
@@ -83,6 +154,8 @@ int main() {
     }
   }
 
+  fine_tune(net, device, /*accum_steps=*/8);
+  warm_up_amp(net, device);
   std::cout << "accuracy " << evaluate(net, eval_device) << '\n';
   std::cout << "confidence " << mean_confidence(net, eval_device) << '\n';
   predict(net, spare);

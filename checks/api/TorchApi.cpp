@@ -577,7 +577,8 @@ std::string TorchApiOptions::key() const {
         &ExtraBackwardFunctions, &ExtraStepFunctions, &GuardFunctions,
         &DeviceSelectorFunctions, &ExtraDeviceCountFunctions, &GuardTypes,
         &AccumulatingFunctions, &ExtraEmptyCacheFunctions,
-        &EvaluationFunctions, &OutOfMemoryMessages}) {
+        &EvaluationFunctions, &ZeroGradFunctions, &AutocastGuardTypes,
+        &OutOfMemoryMessages}) {
     for (const std::string &N : *List)
       Key += N + ",";
     Key += ";";

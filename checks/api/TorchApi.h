@@ -46,6 +46,11 @@ struct TorchApiOptions {
   std::vector<std::string> ExtraEmptyCacheFunctions;
   /// The project's evaluation functions: every forward in them evaluates.
   std::vector<std::string> EvaluationFunctions;
+  /// The project's own gradient resets (a zero-grad helper).
+  std::vector<std::string> ZeroGradFunctions;
+  /// RAII types that switch autocast on for their scope (CUDA, float16 by
+  /// default) and restore it when they end.
+  std::vector<std::string> AutocastGuardTypes;
   /// Substrings, lower case, of the string literals by which a generic
   /// handler (`c10::Error`, `std::exception`) shows it tests for an
   /// out-of-memory error.

@@ -87,6 +87,23 @@ bool isZeroGradCall(const CallExpr &Call) {
          isModuleHandleType(MD->getThisType()->getPointeeType());
 }
 
+bool isGradientReset(const CallExpr &Call, const TorchApiOptions &Opts) {
+  if (isZeroGradCall(Call))
+    return true;
+  // `p.grad().zero_()`, `p.mutable_grad().reset()`.
+  llvm::StringRef Method = tensorMethodName(Call);
+  if (Method == "zero_" || Method == "reset" || Method == "detach_")
+    if (const auto *Inner = dyn_cast_or_null<CallExpr>(
+            memberCallObject(Call) ? memberCallObject(Call)->IgnoreImplicit()
+                                   : nullptr)) {
+      llvm::StringRef Of = tensorMethodName(*Inner);
+      if (Of == "grad" || Of == "mutable_grad")
+        return true;
+    }
+  const FunctionDecl *FD = Call.getDirectCallee();
+  return FD && matchesNameList(*FD, Opts.ZeroGradFunctions);
+}
+
 static std::optional<bool> constantBool(const Expr *E, const ASTContext &Ctx) {
   bool Value = false;
   if (!E || E->isValueDependent() || !E->EvaluateAsBooleanCondition(Value, Ctx))

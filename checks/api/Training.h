@@ -31,6 +31,9 @@ bool isOptimizerStepCall(const CallExpr &Call, const TorchApiOptions &Opts);
 const Expr *backwardSource(const Expr *E);
 /// `optimizer.zero_grad()`, `module->zero_grad()`.
 bool isZeroGradCall(const CallExpr &Call);
+/// Any gradient reset: isZeroGradCall, `p.grad().zero_()`,
+/// `p.mutable_grad().reset()`, or one of \p Opts.ZeroGradFunctions.
+bool isGradientReset(const CallExpr &Call, const TorchApiOptions &Opts);
 /// A torch::optim::Optimizer or a class derived from it.
 bool isOptimizerClass(const CXXRecordDecl *RD);
 

@@ -9,6 +9,7 @@
 
 #include "FlowModel.h"
 #include "ProgramModel.h"
+#include "api/Autocast.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "api/Training.h"
@@ -25,8 +26,11 @@ namespace {
 class FunctionScanner : public RecursiveASTVisitor<FunctionScanner> {
 public:
   FunctionScanner(llvm::DenseSet<const ValueDecl *> &Escaped,
-                  llvm::DenseSet<const ValueDecl *> &Reseated)
-      : Escaped(Escaped), Reseated(Reseated) {}
+                  llvm::DenseSet<const ValueDecl *> &Reseated,
+                  llvm::DenseSet<const VarDecl *> &ResettingLoopRanges,
+                  const TorchApiOptions &Opts)
+      : Escaped(Escaped), Reseated(Reseated),
+        ResettingLoopRanges(ResettingLoopRanges), Opts(Opts) {}
 
   bool shouldVisitLambdaBody() const { return false; }
 
@@ -131,6 +135,24 @@ public:
     return true;
   }
 
+  bool VisitCXXForRangeStmt(CXXForRangeStmt *Loop) {
+    struct FindReset : RecursiveASTVisitor<FindReset> {
+      const TorchApiOptions *Opts = nullptr;
+      bool Found = false;
+      bool VisitCallExpr(CallExpr *C) {
+        Found |= isGradientReset(*C, *Opts);
+        return !Found;
+      }
+    } Finder;
+    Finder.Opts = &Opts;
+    Finder.TraverseStmt(Loop->getBody());
+    if (Finder.Found && Loop->getRangeStmt())
+      if (const auto *Range =
+              dyn_cast_or_null<VarDecl>(Loop->getRangeStmt()->getSingleDecl()))
+        ResettingLoopRanges.insert(Range);
+    return true;
+  }
+
   /// The handle copies that name their source's module for the whole body:
   /// neither is ever assigned.
   void addHandleAliases(
@@ -202,6 +224,8 @@ private:
 
   llvm::DenseSet<const ValueDecl *> &Escaped;
   llvm::DenseSet<const ValueDecl *> &Reseated;
+  llvm::DenseSet<const VarDecl *> &ResettingLoopRanges;
+  const TorchApiOptions &Opts;
   llvm::DenseMap<const ValueDecl *, const CallExpr *> Backward;
   llvm::DenseMap<const ValueDecl *, unsigned> Writes;
   llvm::DenseSet<const UnaryOperator *> PassedAddresses;
@@ -269,17 +293,57 @@ private:
   llvm::DenseMap<const ValueDecl *, unsigned> Uses, Derefs;
 };
 
+/// Where the function leaves an autocast region: whether it switches
+/// autocast off or back to a saved state anywhere (it means to close the
+/// regions it opens), and the throws its own try blocks catch.
+class RegionScan : public RecursiveASTVisitor<RegionScan> {
+public:
+  bool shouldVisitLambdaBody() const { return false; }
+
+  bool VisitCallExpr(CallExpr *Call) {
+    AutocastSwitch Switch = autocastSwitch(*Call);
+    if (Switch.What != AutocastSwitch::Enable)
+      return true;
+    const auto *Literal =
+        dyn_cast<CXXBoolLiteralExpr>(Switch.Value->IgnoreParenImpCasts());
+    Closes |= !Literal || !Literal->getValue();
+    return true;
+  }
+
+  bool VisitCXXTryStmt(CXXTryStmt *Try) {
+    struct Throws : RecursiveASTVisitor<Throws> {
+      llvm::DenseSet<const Stmt *> *Into = nullptr;
+      bool shouldVisitLambdaBody() const { return false; }
+      bool VisitCXXThrowExpr(CXXThrowExpr *T) {
+        Into->insert(T);
+        return true;
+      }
+    } Finder;
+    Finder.Into = &Caught;
+    Finder.TraverseStmt(Try->getTryBlock());
+    return true;
+  }
+
+  bool Closes = false;
+  llvm::DenseSet<const Stmt *> Caught;
+};
+
 } // namespace
 
 FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
     : Owner(Owner), Function(dyn_cast_or_null<FunctionDecl>(Owner)), Ctx(Ctx),
       Program(Program) {
-  FunctionScanner Scanner(Escaped, ReseatedPointers);
+  FunctionScanner Scanner(Escaped, ReseatedPointers, ResettingLoopRanges,
+                          Program.options());
   SharedOwnerScan Owners;
+  RegionScan Regions;
   if (const Stmt *Body = Function ? Function->getBody() : nullptr) {
     Scanner.TraverseStmt(const_cast<Stmt *>(Body));
     Owners.TraverseStmt(const_cast<Stmt *>(Body));
+    Regions.TraverseStmt(const_cast<Stmt *>(Body));
   }
+  ClosesAutocast = Regions.Closes;
+  CaughtThrows = std::move(Regions.Caught);
   if (const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Function))
     for (const CXXCtorInitializer *Init : Ctor->inits())
       if (Init->getInit()) {
@@ -294,5 +358,20 @@ FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
 }
 
 const TorchApiOptions &FlowModel::options() const { return Program.options(); }
+
+bool FlowModel::leavesFunction(const Stmt &S) const {
+  return isa<ReturnStmt>(S) ||
+         (isa<CXXThrowExpr>(S) && !CaughtThrows.contains(&S));
+}
+
+bool FlowModel::isInBody(const Stmt *S) const {
+  const Stmt *Body = Function ? Function->getBody() : nullptr;
+  if (!S || !Body)
+    return false;
+  const SourceManager &SM = Ctx.getSourceManager();
+  return SM.isPointWithin(SM.getExpansionLoc(S->getBeginLoc()),
+                          SM.getExpansionLoc(Body->getBeginLoc()),
+                          SM.getExpansionLoc(Body->getEndLoc()));
+}
 
 } // namespace clang::tidy::torch

@@ -281,6 +281,7 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
     if (Ctor && !Ctor->isCopyOrMoveConstructor())
       defaultConstructMembers(*Ctor, Object, St);
     applySummary(Call, *Summary, Location(), St);
+    applyAutocastSummary(E, Summary, St); // an autocast guard
     // A module handle handed to a constructor may be kept: the object then
     // shares the module, and whatever it does to it later (moves it,
     // switches its mode) the caller's handle cannot follow. It becomes
@@ -293,10 +294,13 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
   }
   St.forgetTree(Object);
   forgetOpaqueEffects(Call, St);
-  // The compiler's default constructor default-constructs every member.
+  // The compiler's default constructor default-constructs every member
+  // (an autocast guard among them switches autocast on).
   if (Ctor && Ctor->isDefaultConstructor() && !Ctor->isUserProvided() &&
-      Ctor->getParent()->hasDefinition())
+      Ctor->getParent()->hasDefinition()) {
     defaultConstructMembers(*Ctor, Object, St);
+    applyMemberAutocast(*Ctor->getParent(), &E, /*Destroy=*/false, St);
+  }
 }
 
 bool FlowModel::isBlockingDeviceRead(const CallExpr &Call,
@@ -368,6 +372,8 @@ void FlowModel::recordBackpropagation(const CallExpr &Call,
 
 void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   const FunctionSummary *Summary = summaryAt(Call, St);
+  transferGradientState(Call, Summary, St);
+  transferAutocast(Call, Summary, St);
   // A backward pass reaches the graphs its tensors carry; an opaque call
   // may keep them.
   bool Backward = isBackwardCall(Call, options()) || isGradientCall(Call) ||
@@ -460,6 +466,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     if (!L)
       return;
     ValueFacts F = heldForUpdate(L, St);
+    F.MeanLoss = Tri::Unknown; // a new value
     if (Method == "zero_" || Method == "fill_") {
       F.GraphSources.clear();
       F.Graph = {GraphState::NoGraph, Call.getExprLoc()};

@@ -49,6 +49,9 @@ static PathFacts programStart() {
   PathFacts P;
   P.Cuda = CudaGuard::Unguarded;
   P.Grad = GradMode::Enabled;
+  P.Autocast = AutocastState::Off;
+  P.CudaAutocastHalf = Tri::Yes; // CUDA autocast's default dtype
+  P.CudaDtypeAsEntry = false;
   return P;
 }
 
@@ -224,6 +227,11 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     Here.path().Grad = Before->path().Grad;
     Here.path().CountAtLeast = Before->path().CountAtLeast;
     Here.path().CountProof = Before->path().CountProof;
+    Here.path().Autocast = Before->path().Autocast;
+    Here.path().AutocastStart = Before->path().AutocastStart;
+    Here.path().AutocastHalf = Before->path().AutocastHalf;
+    Here.path().CudaAutocastHalf = Before->path().CudaAutocastHalf;
+    Here.path().CudaDtypeAsEntry = false;
     // A lambda defined and called inside a guarded scope: its creation
     // point's guard holds too (it is a must-fact).
     for (const ValueDecl *D : entryValues(F)) {

@@ -8,6 +8,7 @@
 #include "ProgramModel.h"
 #include "Summary.h"
 #include "api/Devices.h"
+#include "api/Losses.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "support/UserCodeParents.h"
@@ -275,8 +276,14 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
     case OO_Minus:
     case OO_Star:
     case OO_Slash:
-      if (Op->getNumArgs() == 2 && isTensorType(Op->getType()))
-        return evaluateOperator(*E, {Op->getArg(0), Op->getArg(1)}, S);
+      if (Op->getNumArgs() == 2 && isTensorType(Op->getType())) {
+        F = evaluateOperator(*E, {Op->getArg(0), Op->getArg(1)}, S);
+        // A sum of mean losses is one; a product or quotient scales it.
+        bool Sum = Op->getOperator() == OO_Plus || Op->getOperator() == OO_Minus;
+        setMeanLoss(F, Sum && meanLossOperands(*Op, S) ? Tri::Yes : Tri::Unknown,
+                    S);
+        return F;
+      }
       if (Op->getNumArgs() == 1 && isTensorType(Op->getType()))
         return evaluateOperator(*E, {Op->getArg(0)}, S);
       return F;
@@ -352,6 +359,9 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
   if (F.Graph.Value == GraphState::InGraph &&
       !llvm::is_contained(F.GraphSources, &E))
     F.GraphSources.push_back(&E);
+  if (Module.MeanLoss == Tri::Yes ||
+      (Summary && Summary->returned().MeanLoss == Tri::Yes))
+    setMeanLoss(F, Tri::Yes, S);
   // A parameterless module (a loss) records a graph only from its inputs.
   if (Module.HasParameters == Tri::No && F.Graph.Value == GraphState::InGraph) {
     bool AnyGraph = false;
@@ -372,6 +382,8 @@ ValueFacts FlowModel::newModuleFacts(QualType ModuleType,
   F.HasParameters = Class.HasParameters; // none for a parameterless one
   F.ModeLayers = Class.ModeLayers;
   F.Mode = {ModuleMode::Train, Loc};
+  if (std::optional<bool> Mean = lossModuleReducesToMean(ModuleType, nullptr))
+    F.MeanLoss = *Mean ? Tri::Yes : Tri::No; // its default options
   return F;
 }
 
@@ -389,7 +401,10 @@ ValueFacts FlowModel::evaluateConstruction(const CXXConstructExpr &E,
         E.getArg(0)->getType()->getAsCXXRecordDecl() &&
         !E.getConstructor()->isCopyOrMoveConstructor())
       return evaluate(E.getArg(0), S);
-    return newModuleFacts(T, E.getExprLoc());
+    F = newModuleFacts(T, E.getExprLoc());
+    std::optional<bool> Mean = lossModuleReducesToMean(T, &E);
+    F.MeanLoss = !Mean ? Tri::Unknown : *Mean ? Tri::Yes : Tri::No;
+    return F;
   }
   if (isTensorType(T) && E.getNumArgs() == 0) {
     F.Empty = true; // an undefined tensor
@@ -486,6 +501,7 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
         F.Graph = {GraphState::NoGraph, Call.getExprLoc()};
         F.GraphSources.clear();
       }
+      setMeanLoss(F, meanLoss(Call), S);
       if (isLossFunction(*FD) && F.Graph.Value == GraphState::Unknown &&
           S.path().Grad != GradMode::Disabled)
         F.Graph = {GraphState::InGraph, Loc};
@@ -498,6 +514,7 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
     } else if (const FunctionSummary *Summary = Program.summaryForCall(Call)) {
       ResolvedCall R = resolve(Call);
       F = instantiate(Summary->returned(), R, S);
+      stampAutocast(F, S);
       if (isTensorType(Call.getType()))
         keepArgumentGraphs(R, S, F);
     } else if (const Expr *Object = memberCallObject(Call);

@@ -10,6 +10,7 @@
 #include "ProgramModel.h"
 #include "Summary.h"
 #include "api/Devices.h"
+#include "api/Losses.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
@@ -63,6 +64,36 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
     if (isTensorType(Op->getType()))
       Facts.push_back(evaluate(Op, S));
   return combineOperands(E, Facts, S);
+}
+
+bool FlowModel::meanLossOperands(const CXXOperatorCallExpr &Op,
+                                 const State &S) const {
+  bool Any = false;
+  for (const Expr *Arg : Op.arguments())
+    if (isTensorType(Arg->getType())) {
+      if (evaluate(Arg, S).MeanLoss != Tri::Yes)
+        return false;
+      Any = true;
+    }
+  return Any;
+}
+
+void FlowModel::setMeanLoss(ValueFacts &F, Tri Mean, const State &S) const {
+  F.MeanLoss = Mean;
+  F.HalfAutocast = SourceLocation();
+  stampAutocast(F, S);
+}
+
+void FlowModel::stampAutocast(ValueFacts &F, const State &S) const {
+  const PathFacts &Path = S.path();
+  if (F.MeanLoss == Tri::Yes && F.HalfAutocast.isInvalid() &&
+      Path.Autocast == AutocastState::On && Path.AutocastHalf)
+    F.HalfAutocast = Path.AutocastStart.second;
+}
+
+Tri meanLoss(const CallExpr &Call) {
+  std::optional<bool> Mean = reducesToMean(Call);
+  return !Mean ? Tri::Unknown : *Mean ? Tri::Yes : Tri::No;
 }
 
 ValueFacts FlowModel::combineOperands(const Expr &E,
@@ -302,6 +333,7 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     }
     if (Name == "requires_grad_")
       F.Graph = {};
+    setMeanLoss(F, meanLoss(Call), S);
     // A reduction that keeps its dimensions keeps the rank.
     std::optional<bool> KeepDim =
         evaluateBool(argumentForParameter(Call, "keepdim"), S);

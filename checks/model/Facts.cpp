@@ -12,7 +12,9 @@ namespace clang::tidy::torch {
 bool ValueFacts::operator==(const ValueFacts &O) const {
   return Device == O.Device && Pin == O.Pin && Graph == O.Graph &&
          Mode == O.Mode && ModeLayers == O.ModeLayers &&
-         HasParameters == O.HasParameters && PendingCopy == O.PendingCopy &&
+         HasParameters == O.HasParameters && MeanLoss == O.MeanLoss &&
+         HalfAutocast == O.HalfAutocast &&
+         PendingCopy == O.PendingCopy &&
          PendingIf == O.PendingIf &&
          MayBeZeroDim == O.MayBeZeroDim && DeviceUnset == O.DeviceUnset &&
          FromDeviceConflict == O.FromDeviceConflict &&
@@ -138,14 +140,6 @@ ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D) {
   return F;
 }
 
-/// Adds the members of \p From missing from \p Into, keeping Into's order.
-template <typename T>
-static void unite(llvm::SmallVectorImpl<T> &Into, llvm::ArrayRef<T> From) {
-  for (const T &X : From)
-    if (!llvm::is_contained(Into, X))
-      Into.push_back(X);
-}
-
 /// Two devices that are the entry values of different holders, nothing
 /// else known: a holder whose device both paths share (`a` and `a - b`: on
 /// a's device, if the op ran), else either one (at most two holders).
@@ -195,6 +189,9 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   R.ModeLayers = A.ModeLayers == B.ModeLayers ? A.ModeLayers : Tri::Unknown;
   R.HasParameters =
       A.HasParameters == B.HasParameters ? A.HasParameters : Tri::Unknown;
+  R.MeanLoss = A.MeanLoss == B.MeanLoss ? A.MeanLoss : Tri::Unknown;
+  R.HalfAutocast = A.HalfAutocast == B.HalfAutocast ? A.HalfAutocast
+                                                    : SourceLocation();
   // A copy counts as pending only when it is pending on every path; paths
   // that started different copies name the first in the source.
   if (A.PendingCopy.isValid() && B.PendingCopy.isValid()) {
@@ -241,6 +238,10 @@ ValueFacts overCallerFacts(ValueFacts Changed, const ValueFacts &Old) {
     Changed.ModeLayers = Old.ModeLayers;
   if (Changed.HasParameters == Tri::Unknown)
     Changed.HasParameters = Old.HasParameters;
+  if (Changed.MeanLoss == Tri::Unknown) {
+    Changed.MeanLoss = Old.MeanLoss;
+    Changed.HalfAutocast = Old.HalfAutocast;
+  }
   if (Changed.Scalar.empty())
     Changed.Scalar = Old.Scalar;
   Changed.MayBeZeroDim = Old.MayBeZeroDim;
@@ -264,7 +265,19 @@ bool PathFacts::operator==(const PathFacts &O) const {
          GraphsBackpropagated == O.GraphsBackpropagated &&
          EntriesBackpropagated == O.EntriesBackpropagated &&
          BackpropagatedOther == O.BackpropagatedOther &&
-         GraphsEscaped == O.GraphsEscaped;
+         GraphsEscaped == O.GraphsEscaped &&
+         StepsWithoutReset == O.StepsWithoutReset &&
+         GradientsResetSinceEntry == O.GradientsResetSinceEntry &&
+         BackwardsNotStepped == O.BackwardsNotStepped &&
+         StepsRun == O.StepsRun &&
+         GradientsSettledSinceEntry == O.GradientsSettledSinceEntry &&
+         GradientsRescaled == O.GradientsRescaled &&
+         Autocast == O.Autocast && AutocastStart == O.AutocastStart &&
+         AutocastHalf == O.AutocastHalf && AutocastIf == O.AutocastIf &&
+         ConditionsHeld == O.ConditionsHeld &&
+         CudaAutocastHalf == O.CudaAutocastHalf &&
+         CudaDtypeAsEntry == O.CudaDtypeAsEntry &&
+         AutocastHalfAsEntry == O.AutocastHalfAsEntry;
 }
 
 static GradMode joinGrad(GradMode A, GradMode B) {
@@ -320,6 +333,49 @@ PathFacts joinPaths(const PathFacts &A, const PathFacts &B, bool AKeptCpu,
   R.BackpropagatedOther = A.BackpropagatedOther || B.BackpropagatedOther;
   R.GraphsEscaped.assign(A.GraphsEscaped.begin(), A.GraphsEscaped.end());
   unite<const Stmt *>(R.GraphsEscaped, B.GraphsEscaped);
+  R.StepsWithoutReset.assign(A.StepsWithoutReset.begin(),
+                             A.StepsWithoutReset.end());
+  unite<std::pair<const Stmt *, SourceLocation>>(R.StepsWithoutReset,
+                                                 B.StepsWithoutReset);
+  R.GradientsResetSinceEntry =
+      A.GradientsResetSinceEntry && B.GradientsResetSinceEntry;
+  R.BackwardsNotStepped.assign(A.BackwardsNotStepped.begin(),
+                               A.BackwardsNotStepped.end());
+  unite<std::pair<const Stmt *, SourceLocation>>(R.BackwardsNotStepped,
+                                                 B.BackwardsNotStepped);
+  R.StepsRun.assign(A.StepsRun.begin(), A.StepsRun.end());
+  unite<std::pair<const Stmt *, SourceLocation>>(R.StepsRun, B.StepsRun);
+  R.GradientsSettledSinceEntry =
+      A.GradientsSettledSinceEntry && B.GradientsSettledSinceEntry;
+  R.GradientsRescaled = A.GradientsRescaled || B.GradientsRescaled;
+  // On on either path is on on some path; other disagreements are unknown.
+  if (A.Autocast == AutocastState::On || B.Autocast == AutocastState::On) {
+    const PathFacts &On = A.Autocast == AutocastState::On ? A : B;
+    R.Autocast = AutocastState::On;
+    R.AutocastStart = On.AutocastStart;
+    R.AutocastIf = On.AutocastIf;
+    if (A.Autocast == B.Autocast)
+      llvm::erase_if(R.AutocastIf, [&](const Expr *E) {
+        return !llvm::is_contained(B.AutocastIf, E);
+      });
+    R.AutocastHalf = (A.Autocast != AutocastState::On || A.AutocastHalf) &&
+                     (B.Autocast != AutocastState::On || B.AutocastHalf);
+    R.AutocastHalfAsEntry =
+        (A.Autocast != AutocastState::On || A.AutocastHalfAsEntry) &&
+        (B.Autocast != AutocastState::On || B.AutocastHalfAsEntry);
+  } else {
+    R.Autocast = A.Autocast == B.Autocast ? A.Autocast : AutocastState::Unknown;
+    R.AutocastStart = {nullptr, {}};
+    R.AutocastHalf = R.AutocastHalfAsEntry = false;
+    R.AutocastIf.clear();
+  }
+  R.ConditionsHeld.clear();
+  for (const Expr *E : A.ConditionsHeld)
+    if (llvm::is_contained(B.ConditionsHeld, E))
+      R.ConditionsHeld.push_back(E);
+  R.CudaDtypeAsEntry = A.CudaDtypeAsEntry && B.CudaDtypeAsEntry;
+  R.CudaAutocastHalf =
+      A.CudaAutocastHalf == B.CudaAutocastHalf ? A.CudaAutocastHalf : Tri::Unknown;
   return R;
 }
 

@@ -22,6 +22,7 @@
 #include "clang/AST/Decl.h"
 #include "clang/AST/Expr.h"
 #include "clang/Basic/SourceLocation.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include <limits>
@@ -133,6 +134,14 @@ struct ValueFacts {
   /// Modules: No when the module provably has no parameters or buffers
   /// (a loss module): it has no device to mismatch.
   Tri HasParameters = Tri::Unknown;
+  /// Yes: a loss reduced to its mean over the batch (`.mean()`, a loss
+  /// function or loss module with the default reduction, or a sum of such)
+  /// that nothing multiplied or divided since. For a loss module: its
+  /// forward returns one.
+  Tri MeanLoss = Tri::Unknown;
+  /// A mean loss computed in a float16 autocast region: where that region
+  /// was switched on.
+  SourceLocation HalfAutocast;
   /// A non-blocking device-to-host copy that produced this value and that
   /// no synchronisation has completed yet, on every path; invalid otherwise.
   SourceLocation PendingCopy;
@@ -227,6 +236,17 @@ enum class CudaGuard : unsigned char {
   Checked,
 };
 
+/// Whether autocast is on at a point (thread-wide state).
+enum class AutocastState : unsigned char {
+  /// As at function entry: the callers decide.
+  Entry,
+  Off,
+  /// On, on some path.
+  On,
+  /// Restored to a saved value, or set from a run-time value.
+  Unknown,
+};
+
 /// Whether autograd records at a point.
 enum class GradMode : unsigned char {
   /// As at function entry: the callers decide.
@@ -267,6 +287,47 @@ struct PathFacts {
   /// analysis cannot follow (an opaque call), on some path.
   llvm::SmallVector<const Stmt *, 2> GraphsBackpropagated;
   llvm::SmallVector<const Stmt *, 2> GraphsEscaped;
+  /// Optimizer steps after which no gradient reset ran, on some path: the
+  /// next backward() adds to the gradients they applied. Each is the
+  /// statement here (a step, or a call that leaves one) and where the step
+  /// is (in the callee, for a call).
+  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 1>
+      StepsWithoutReset;
+  /// Every path reset the gradients since the function's entry: the
+  /// callers' steps no longer reach a backward() here.
+  bool GradientsResetSinceEntry = false;
+  /// backward() calls whose gradients no step applied and no reset cleared
+  /// yet, on some path (the statement here, and where the backward() is):
+  /// the next backward() adds to them.
+  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 1>
+      BackwardsNotStepped;
+  /// Optimizer steps run on some path (the statement here, and where the
+  /// step is).
+  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 1> StepsRun;
+  /// Every path stepped or reset the gradients since the function's entry:
+  /// the callers' backward() calls no longer add to the ones here.
+  bool GradientsSettledSinceEntry = false;
+  /// Some path rescaled the gradients in place (`p.grad() /= n`).
+  bool GradientsRescaled = false;
+  /// Autocast; when On, where the region began (the statement here that
+  /// switched it on, or the call that left it on, and where the switch is)
+  /// and whether it computes in float16.
+  AutocastState Autocast = AutocastState::Entry;
+  std::pair<const Stmt *, SourceLocation> AutocastStart{nullptr, {}};
+  bool AutocastHalf = false;
+  /// The bool conditions that held where the region was switched on: a
+  /// branch that refutes one (`if (amp)` ... `if (amp) off();`) is a path
+  /// where it never was.
+  llvm::SmallVector<const Expr *, 1> AutocastIf;
+  /// The bool conditions (a variable, a member) that a branch proved true
+  /// on every path here.
+  llvm::SmallVector<const Expr *, 2> ConditionsHeld;
+  /// CUDA autocast's dtype is float16 (the default at program start);
+  /// AsEntry: nothing set it since the function's entry (the callers'
+  /// dtype), and the region that is on uses it.
+  Tri CudaAutocastHalf = Tri::Unknown;
+  bool CudaDtypeAsEntry = true;
+  bool AutocastHalfAsEntry = false;
   /// The entry values whose graphs (the callers') a backward() reached on
   /// some path; BackpropagatedOther: it also reached a value that is none of
   /// them, which may hold any caller's graph.
@@ -279,6 +340,14 @@ struct PathFacts {
   bool operator==(const PathFacts &O) const;
   bool operator!=(const PathFacts &O) const { return !(*this == O); }
 };
+
+/// Adds the members of \p From missing from \p Into, keeping Into's order.
+template <typename T>
+void unite(llvm::SmallVectorImpl<T> &Into, llvm::ArrayRef<T> From) {
+  for (const T &X : From)
+    if (!llvm::is_contained(Into, X))
+      Into.push_back(X);
+}
 
 /// Merges the path facts of two paths. \p AKeptCpu (\p BKeptCpu): that
 /// path still holds a CPU selection's value where the other holds CUDA, a

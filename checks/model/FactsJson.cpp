@@ -1,8 +1,9 @@
 //===--- FactsJson.cpp - torch-tidy ---------------------------------------===//
 //
 //   FACTS   = {"device": SOURCED, "pin": SOURCED, "graph": SOURCED,
-//              "mode": SOURCED, "modeLayers", "hasParameters", "pending", "pendingIf": ENTRY,
-//              "zeroDim", "deviceUnset", "keepsCallerFacts", "scalar", "callable"}
+//              "mode": SOURCED, "modeLayers", "hasParameters", "meanLoss",
+//              "halfAutocast": PLACE,
+//              "pending", "pendingIf": ENTRY, "zeroDim", "deviceUnset", "keepsCallerFacts", "scalar", "callable"}
 //   SOURCED = {"value", "entry": ENTRY, "origin": PLACE, "via": [STEP]}
 //   DEVICE  = SOURCED with "kind", "ordinal", "holder": USR, "described"
 //   ENTRY   = {"param": N} | {"field": NAME} | {"global": USR}
@@ -131,6 +132,10 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     O["modeLayers"] = nameOf(V.ModeLayers, TriNames);
   if (V.HasParameters != Tri::Unknown)
     O["hasParameters"] = nameOf(V.HasParameters, TriNames);
+  if (V.MeanLoss != Tri::Unknown)
+    O["meanLoss"] = nameOf(V.MeanLoss, TriNames);
+  if (V.HalfAutocast.isValid())
+    O["halfAutocast"] = place(V.HalfAutocast);
   if (V.PendingCopy.isValid()) {
     O["pending"] = place(V.PendingCopy);
     if (V.PendingVia)
@@ -338,6 +343,17 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"trainsPerCall", S.TrainsPerCall},
       {"selectsCuda", S.SelectsCuda},
       {"maySynchronize", S.MaySynchronize},
+      {"resetsGradients", S.ResetsGradients},
+      {"settlesGradients", S.SettlesGradients},
+      {"rescalesGradients", S.RescalesGradients},
+      {"stepWithoutReset", place(S.StepWithoutReset)},
+      {"stepRun", place(S.StepRun)},
+      {"backwardNotStepped", place(S.BackwardNotStepped)},
+      {"autocastAtExit", nameOf(S.AutocastAtExit, AutocastNames)},
+      {"autocastHalf", S.AutocastHalf},
+      {"autocastHalfAsEntry", S.AutocastHalfAsEntry},
+      {"setsCudaDtype", S.SetsCudaDtype},
+      {"cudaDtypeHalf", nameOf(S.CudaDtypeHalf, TriNames)},
       {"mayRunOpaqueBackward", S.MayRunOpaqueBackward}};
 }
 

@@ -23,6 +23,8 @@ constexpr llvm::StringLiteral TriNames[] = {"unknown", "yes", "no"};
 constexpr llvm::StringLiteral CudaNames[] = {"unguarded", "entry", "checked"};
 constexpr llvm::StringLiteral GradNames[] = {"entry", "enabled", "disabled",
                                              "unknown"};
+constexpr llvm::StringLiteral AutocastNames[] = {"entry", "off", "on",
+                                                 "unknown"};
 
 template <typename T, size_t N>
 inline llvm::StringRef nameOf(T V, const llvm::StringLiteral (&Names)[N]) {

@@ -129,6 +129,8 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
   V.ModeLayers = valueOf<Tri>(O->getString("modeLayers"), TriNames, Tri::Unknown);
   V.HasParameters =
       valueOf<Tri>(O->getString("hasParameters"), TriNames, Tri::Unknown);
+  V.MeanLoss = valueOf<Tri>(O->getString("meanLoss"), TriNames, Tri::Unknown);
+  V.HalfAutocast = place(O->get("halfAutocast"));
   V.PendingCopy = place(O->get("pending"));
   V.PendingVia = path(O->getArray("pendingVia"));
   V.PendingIf = entry(O->get("pendingIf"));
@@ -325,6 +327,29 @@ FactReader::summary(const llvm::json::Object &O) const {
   if (S.Step.isInvalid() && Step && Step->getAsObject())
     S.Step = F ? F->getLocation() : SourceLocation();
   S.MaySynchronize = O.getBoolean("maySynchronize").value_or(true);
+  // Unknown: as if it reset and rescaled them (silence), with nothing left
+  // behind. A place this TU cannot name is the callee's declaration.
+  S.ResetsGradients = O.getBoolean("resetsGradients").value_or(true);
+  S.SettlesGradients = O.getBoolean("settlesGradients").value_or(true);
+  S.RescalesGradients = O.getBoolean("rescalesGradients").value_or(true);
+  auto Place = [&](llvm::StringRef Key) {
+    SourceLocation L = place(O.get(Key));
+    const llvm::json::Value *V = O.get(Key);
+    if (L.isInvalid() && V && V->getAsObject())
+      L = F ? F->getLocation() : SourceLocation();
+    return L;
+  };
+  S.StepWithoutReset = Place("stepWithoutReset");
+  S.StepRun = Place("stepRun");
+  S.BackwardNotStepped = Place("backwardNotStepped");
+  // Unknown: as if it left autocast alone.
+  S.AutocastAtExit = valueOf<AutocastState>(O.getString("autocastAtExit"),
+                                            AutocastNames, AutocastState::Entry);
+  S.AutocastHalf = O.getBoolean("autocastHalf").value_or(false);
+  S.AutocastHalfAsEntry = O.getBoolean("autocastHalfAsEntry").value_or(false);
+  S.SetsCudaDtype = O.getBoolean("setsCudaDtype").value_or(false);
+  S.CudaDtypeHalf =
+      valueOf<Tri>(O.getString("cudaDtypeHalf"), TriNames, Tri::Unknown);
   S.MayRunOpaqueBackward = O.getBoolean("mayRunOpaqueBackward").value_or(true);
   return S;
 }

@@ -13,6 +13,7 @@
 #include "State.h"
 #include "api/TorchApi.h"
 #include "clang/AST/ASTContext.h"
+#include "clang/AST/ExprCXX.h"
 #include "clang/AST/Stmt.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
@@ -46,6 +47,9 @@ struct ResolvedCall {
 /// The function a direct call runs: its callee, or for a virtual call its
 /// target when that is certain; null otherwise.
 const FunctionDecl *certainCallee(const CallExpr &Call);
+
+/// Whether \p Call returns a mean-reduced loss (Losses.h), as a fact.
+Tri meanLoss(const CallExpr &Call);
 
 /// The object a call of a type-erased callable goes through: the
 /// std::function (or other library functor) of `f(args)`, or the function
@@ -223,6 +227,14 @@ public:
   const Decl &owner() const { return *Owner; }
   ProgramModel &program() const { return Program; }
   const TorchApiOptions &options() const;
+  /// Whether \p S leaves the function: a return, or a throw that no try
+  /// block of the function catches.
+  bool leavesFunction(const Stmt &S) const;
+  /// Whether \p S is written in this function's body.
+  bool isInBody(const Stmt *S) const;
+  /// The function switches autocast off, or back to a saved state,
+  /// somewhere: it means to close the regions it opens.
+  bool closesAutocast() const { return ClosesAutocast; }
   ASTContext &context() const { return Ctx; }
 
   /// The facts of a module built here (`Net net;`, `Net(4)`,
@@ -248,6 +260,13 @@ private:
   ValueFacts evaluateFactory(const CallExpr &Call, const State &S) const;
   ValueFacts evaluateOperator(const Expr &E, llvm::ArrayRef<const Expr *> Ops,
                               const State &S) const;
+  /// Every tensor operand of \p Op is a mean loss, and one is.
+  bool meanLossOperands(const CXXOperatorCallExpr &Op, const State &S) const;
+  /// \p F, a value just computed, as a loss: a mean loss computed in a
+  /// float16 autocast region remembers the region.
+  void setMeanLoss(ValueFacts &F, Tri Mean, const State &S) const;
+  /// A mean loss a callee computed in the region this path is in.
+  void stampAutocast(ValueFacts &F, const State &S) const;
   /// A part of a call's temporary result (`net->forward(x).first`,
   /// `std::get<0>(f(x))`): what the callee's summary returns in that part;
   /// unknown when \p E is no such part.
@@ -300,6 +319,31 @@ private:
   /// with a constructor whose summary is known: that summary, on it.
   bool constructOwned(const Location &Owner, const Expr *Init,
                       State &St) const;
+  /// What a call does to the gradients (path facts): resets, optimizer
+  /// steps, backward passes and rescalings, its own or its summary's.
+  void transferGradientState(const CallExpr &Call,
+                             const FunctionSummary *Summary,
+                             State &St) const;
+  /// What a call does to autocast (a path fact): switches it on or off,
+  /// sets CUDA's dtype, or leaves it as its summary says.
+  void transferAutocast(const CallExpr &Call, const FunctionSummary *Summary,
+                        State &St) const;
+  /// What destroying an object of \p RD does to autocast: its destructor's
+  /// summary (a guard restores what it saved), or its members'.
+  void applyAutocastDestruction(const CXXRecordDecl &RD, State &St) const;
+  /// What the compiler's constructor (destructor, with \p Destroy) of \p RD
+  /// does to autocast through its members' (a guard member); \p At is the
+  /// construction, for notes.
+  void applyMemberAutocast(const CXXRecordDecl &RD, const Expr *At,
+                           bool Destroy, State &St) const;
+  /// A branch on the bool \p Cond (stored at \p L): it holds on the path,
+  /// or it refutes the condition under which autocast was switched on.
+  void refineAutocast(const Expr *Cond, const Location &L, bool Taken,
+                      State &St) const;
+  /// A call's (or a construction's, a destruction's) effect on autocast,
+  /// as its summary says.
+  void applyAutocastSummary(const Expr &Call, const FunctionSummary *Summary,
+                            State &St) const;
   /// The graphs a call that runs a backward pass reaches, on the path.
   void recordBackpropagation(const CallExpr &Call,
                              const FunctionSummary *Summary, State &St) const;
@@ -342,6 +386,14 @@ private:
   llvm::DenseSet<const ValueDecl *> ReseatedPointers;
   /// Pointers that cudaHostAlloc / cudaMallocHost fill: page-locked memory.
   llvm::DenseSet<const ValueDecl *> PinnedHostPointers;
+  /// The range variables of the range-for loops whose body resets
+  /// gradients (`for (auto &p : net->parameters()) p.grad().zero_();`):
+  /// the loop counts as a reset, as if it ran at least once.
+  llvm::DenseSet<const VarDecl *> ResettingLoopRanges;
+  /// The function switches autocast off (or back) somewhere; the throws
+  /// its own try blocks catch.
+  bool ClosesAutocast = false;
+  llvm::DenseSet<const Stmt *> CaughtThrows;
   /// The work of each try block an out-of-memory handler was followed from.
   mutable llvm::DenseMap<const CXXTryStmt *,
                          llvm::SmallVector<const CallExpr *, 8>>

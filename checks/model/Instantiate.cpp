@@ -289,6 +289,10 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
         R.GraphSources.push_back(Source);
     if (R.HasParameters == Tri::Unknown)
       R.HasParameters = Caller.HasParameters;
+    if (R.MeanLoss == Tri::Unknown) {
+      R.MeanLoss = Caller.MeanLoss;
+      R.HalfAutocast = Caller.HalfAutocast;
+    }
     if (R.ModeLayers == Tri::Unknown)
       R.ModeLayers = Caller.ModeLayers;
     if (R.Scalar.empty())

@@ -76,6 +76,25 @@ static SiteContext compose(const SiteContext &InCallee,
   if (C.Path.Grad == GradMode::Entry)
     C.Path.Grad = AtCall.Path.Grad;
   C.Path.CountAtLeast = std::max(C.Path.CountAtLeast, AtCall.Path.CountAtLeast);
+  // Gradients the callee never reset (or stepped) are the ones the call's
+  // path left (the caller's statements: what it left before the call).
+  if (!C.Path.GradientsResetSinceEntry && C.Path.StepsWithoutReset.empty()) {
+    C.Path.StepsWithoutReset = AtCall.Path.StepsWithoutReset;
+    C.Path.GradientsResetSinceEntry = AtCall.Path.GradientsResetSinceEntry;
+  }
+  if (!C.Path.GradientsSettledSinceEntry) {
+    unite<std::pair<const Stmt *, SourceLocation>>(
+        C.Path.BackwardsNotStepped, AtCall.Path.BackwardsNotStepped);
+    C.Path.GradientsSettledSinceEntry = AtCall.Path.GradientsSettledSinceEntry;
+  }
+  unite<std::pair<const Stmt *, SourceLocation>>(C.Path.StepsRun,
+                                                 AtCall.Path.StepsRun);
+  C.Path.GradientsRescaled |= AtCall.Path.GradientsRescaled;
+  if (C.Path.Autocast == AutocastState::Entry) {
+    C.Path.Autocast = AtCall.Path.Autocast;
+    C.Path.AutocastStart = AtCall.Path.AutocastStart;
+    C.Path.AutocastHalf = AtCall.Path.AutocastHalf;
+  }
   inheritLoopContext(C.Loop, AtCall.Loop);
   return C;
 }

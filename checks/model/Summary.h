@@ -72,6 +72,22 @@ struct FunctionSummary {
   const CallExpr *OomEmptyCache = nullptr;
   /// Some path synchronises the device with the host.
   bool MaySynchronize = false;
+  /// What it does to the gradients: every path resets them, or steps or
+  /// resets them; some path rescales them. The places (for notes) of a step
+  /// that no reset followed, a step, and a backward() that no step or reset
+  /// followed, on some path to the exit; invalid when there is none.
+  bool ResetsGradients = false;
+  bool SettlesGradients = false;
+  bool RescalesGradients = false;
+  SourceLocation StepWithoutReset, StepRun, BackwardNotStepped;
+  /// Autocast as the paths leave it (Entry: untouched; On: on some path),
+  /// and whether in float16 (AsEntry: if the caller's CUDA dtype is).
+  AutocastState AutocastAtExit = AutocastState::Entry;
+  bool AutocastHalf = false, AutocastHalfAsEntry = false;
+  /// Every path sets CUDA autocast's dtype: float16 or not (Unknown: a
+  /// run-time value, or paths that disagree).
+  bool SetsCudaDtype = false;
+  Tri CudaDtypeHalf = Tri::Unknown;
   /// Some path may run a backward pass or a step that the analysis cannot
   /// see (an opaque call that receives a tensor).
   bool MayRunOpaqueBackward = false;

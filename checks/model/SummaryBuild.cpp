@@ -62,6 +62,22 @@ static Location returnedStorage(const FunctionDecl &F, const FlowModel &M,
   return {};
 }
 
+/// A step of an optimizer that is a local object of \p F: it and the
+/// gradients it applied end with the call, no caller's backward() adds to
+/// them. (A lambda's captured optimizer outlives the lambda's call.)
+static bool stepsLocalOptimizer(const Stmt &Step, const FunctionDecl &F) {
+  const auto *Call = dyn_cast<CXXMemberCallExpr>(&Step);
+  const auto *Ref =
+      Call ? dyn_cast<DeclRefExpr>(
+                 Call->getImplicitObjectArgument()->IgnoreParenImpCasts())
+           : nullptr;
+  const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  return Var && Var->hasLocalStorage() && !isa<ParmVarDecl>(Var) &&
+         Var->getDeclContext() == &F &&
+         !Var->getType()->isReferenceType() &&
+         !Var->getType()->isPointerType();
+}
+
 FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
                                            const FlowAnalysis &A) {
   FunctionSummary S;
@@ -144,6 +160,24 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
                              Exit->path().EntriesBackpropagated.end());
     if (Exit->path().Grad != GradMode::Entry)
       S.ExitGrad = Exit->path().Grad;
+    const PathFacts &ExitPath = Exit->path();
+    S.ResetsGradients = ExitPath.GradientsResetSinceEntry;
+    S.SettlesGradients = ExitPath.GradientsSettledSinceEntry;
+    S.RescalesGradients = ExitPath.GradientsRescaled;
+    for (const auto &[Step, At] : ExitPath.StepsWithoutReset)
+      if (!stepsLocalOptimizer(*Step, F)) {
+        S.StepWithoutReset = At;
+        break;
+      }
+    if (!ExitPath.StepsRun.empty())
+      S.StepRun = ExitPath.StepsRun.front().second;
+    if (!ExitPath.BackwardsNotStepped.empty())
+      S.BackwardNotStepped = ExitPath.BackwardsNotStepped.front().second;
+    S.AutocastAtExit = ExitPath.Autocast;
+    S.AutocastHalf = ExitPath.AutocastHalf;
+    S.AutocastHalfAsEntry = ExitPath.AutocastHalfAsEntry;
+    S.SetsCudaDtype = !ExitPath.CudaDtypeAsEntry;
+    S.CudaDtypeHalf = ExitPath.CudaAutocastHalf;
     S.SelectsCuda = Exit->path().CudaSelectedBefore ||
                     llvm::any_of(Exit->path().UncheckedCuda, [](const auto &U) {
                       return U.second != CudaGuard::Checked;

@@ -10,7 +10,10 @@
 
 #include "FlowModel.h"
 #include "ProgramModel.h"
+#include "Summary.h"
+#include "api/Autocast.h"
 #include "api/Devices.h"
+#include "api/Losses.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "api/Training.h"
@@ -177,6 +180,21 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
       const auto *VD = dyn_cast<VarDecl>(D);
       if (!VD)
         continue;
+      if (isAutocastGuard(*VD, options())) {
+        PathFacts &P = St.path();
+        P.Autocast = AutocastState::On;
+        P.AutocastStart = {&S, Ctx.getSourceManager().getExpansionLoc(
+                                   VD->getLocation())};
+        P.AutocastHalf = P.CudaAutocastHalf == Tri::Yes;
+        P.AutocastHalfAsEntry = P.CudaDtypeAsEntry;
+        P.AutocastIf.assign(P.ConditionsHeld.begin(), P.ConditionsHeld.end());
+      }
+      if (ResettingLoopRanges.contains(VD)) {
+        St.path().StepsWithoutReset.clear();
+        St.path().GradientsResetSinceEntry = true;
+        St.path().BackwardsNotStepped.clear();
+        St.path().GradientsSettledSinceEntry = true;
+      }
       switch (gradGuardEffect(*VD, Ctx, options())) {
       case GradGuardEffect::None:
         break;
@@ -252,6 +270,13 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
       // A caller's part keeps what the caller's storage held.
       ValueFacts Acc = heldForUpdate(L, St);
       ValueFacts Rhs = evaluate(Op->getArg(1), St);
+      if (isGradientRescale(*Op))
+        St.path().GradientsRescaled = true;
+      // `l += other_mean` stays a mean loss; a scaling makes it another.
+      bool Sum = K == OO_PlusEqual || K == OO_MinusEqual;
+      Acc.MeanLoss = Sum && Acc.MeanLoss == Tri::Yes && Rhs.MeanLoss == Tri::Yes
+                         ? Tri::Yes
+                         : Tri::Unknown;
       if (Rhs.Graph.Value == GraphState::InGraph) {
         Acc.Graph = {GraphState::InGraph, Op->getExprLoc()};
         if (K == OO_PlusEqual && !llvm::is_contained(Acc.GraphSources, &S))
@@ -295,6 +320,13 @@ bool FlowModel::readsLocation(const Expr *E, const Location &L) const {
 
 void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
   PathFacts &P = St.path();
+  // An autocast guard's destructor restores the state it saved.
+  if (isAutocastGuard(Var, options())) {
+    P.Autocast = AutocastState::Unknown;
+    P.AutocastStart = {nullptr, {}};
+  } else if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl()) {
+    applyAutocastDestruction(*RD, St);
+  }
   for (auto It = P.GradGuards.begin(); It != P.GradGuards.end(); ++It)
     if (It->first == &Var) {
       P.Grad = It->second;
@@ -321,6 +353,11 @@ void FlowModel::initializeMember(const CXXCtorInitializer &Init,
     Value = Default->getExpr();
   // `Net net_;` default-constructs; `model_()` too.
   const Expr *Stripped = Value->IgnoreImplicit();
+  // A member's constructor runs (an autocast guard switches it on).
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped))
+    if (Construct->getConstructor()->isUserProvided())
+      applyAutocastSummary(*Construct,
+                           Program.summary(*Construct->getConstructor()), St);
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
       Construct && Construct->getNumArgs() == 0 &&
       !Construct->getConstructor()->isImplicit())
@@ -375,6 +412,7 @@ void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
       ValueFacts V = heldForUpdate(L, St);
       V.Scalar.Known = Taken;
       St.set(L, V);
+      refineAutocast(Cond, L, Taken, St);
       return;
     }
   const auto *Call = dyn_cast<CallExpr>(Cond);

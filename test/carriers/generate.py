@@ -90,7 +90,10 @@ CHECKS = [
     "torch-loss-accumulation-graph",
     "torch-inference-without-no-grad",
     "torch-host-sync-in-loop",
+    "torch-missing-zero-grad",
+    "torch-grad-accumulation-unscaled",
     "torch-eval-mode-missing",
+    "torch-autocast-region",
 ]
 
 WARN_MARK = re.compile(r"\s*// WARN$")

@@ -32,6 +32,7 @@ public:
   bool is_cuda() const;
   bool is_cpu() const;
   bool defined() const;
+  void reset();
   bool requires_grad() const;
   int64_t dim() const;
   int64_t numel() const;
@@ -75,6 +76,7 @@ public:
   void backward(const Tensor &gradient = {}, c10::optional<bool> retain_graph = c10::nullopt,
                 bool create_graph = false) const;
   Tensor grad() const;
+  Tensor &mutable_grad() const;
 
   // Factories that keep this tensor's device and dtype.
   Tensor new_empty(IntArrayRef size, TensorOptions options = {}) const;
@@ -87,6 +89,7 @@ public:
   Tensor sum() const;
   Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor mean() const;
+  Tensor mean(IntArrayRef dim, bool keepdim = false) const;
   Tensor abs() const;
   Tensor pow(double exponent) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
@@ -109,12 +112,16 @@ public:
   Tensor add(const Tensor &other, const Scalar &alpha = 1) const;
   Tensor &add_(const Tensor &other, const Scalar &alpha = 1) const;
   Tensor &zero_() const;
+  Tensor &div_(const Scalar &other) const;
+  Tensor &mul_(const Scalar &other) const;
 
   Tensor &operator+=(const Tensor &other) const;
   Tensor &operator+=(const Scalar &other) const;
   Tensor &operator-=(const Tensor &other) const;
   Tensor &operator*=(const Tensor &other) const;
   Tensor &operator/=(const Tensor &other) const;
+  Tensor &operator/=(const Scalar &other) const;
+  Tensor &operator*=(const Scalar &other) const;
   Tensor operator[](int64_t index) const;
   Tensor operator-() const;
 };

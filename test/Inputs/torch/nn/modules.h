@@ -73,9 +73,41 @@ public:
 };
 TORCH_MODULE(Sequential);
 
+} // namespace torch::nn
+
+// The reductions of the real headers (torch/enum.h): a variant of these.
+namespace torch {
+namespace enumtype {
+struct kNone {};
+struct kMean {};
+struct kSum {};
+} // namespace enumtype
+extern const enumtype::kNone kNone;
+extern const enumtype::kMean kMean;
+extern const enumtype::kSum kSum;
+} // namespace torch
+
+namespace torch::nn {
+struct LossReduction {
+  LossReduction(enumtype::kNone);
+  LossReduction(enumtype::kMean);
+  LossReduction(enumtype::kSum);
+};
+struct MSELossOptions {
+  MSELossOptions &reduction(const LossReduction &r);
+};
+struct CrossEntropyLossOptions {
+  CrossEntropyLossOptions &ignore_index(int64_t index);
+  CrossEntropyLossOptions &reduction(const LossReduction &r);
+};
+
 namespace functional {
-struct MSELossFuncOptions {};
-struct CrossEntropyFuncOptions {};
+struct MSELossFuncOptions {
+  MSELossFuncOptions &reduction(const LossReduction &r);
+};
+struct CrossEntropyFuncOptions {
+  CrossEntropyFuncOptions &reduction(const LossReduction &r);
+};
 struct NLLLossFuncOptions {};
 Tensor mse_loss(const Tensor &input, const Tensor &target,
                 const MSELossFuncOptions &options = {});
@@ -91,14 +123,14 @@ Tensor log_softmax(const Tensor &input, int64_t dim);
 
 class MSELossImpl : public Cloneable<MSELossImpl> {
 public:
-  MSELossImpl();
+  explicit MSELossImpl(const MSELossOptions &options = {});
   void reset() override;
   Tensor forward(const Tensor &input, const Tensor &target);
 };
 TORCH_MODULE(MSELoss);
 class CrossEntropyLossImpl : public Cloneable<CrossEntropyLossImpl> {
 public:
-  CrossEntropyLossImpl();
+  explicit CrossEntropyLossImpl(const CrossEntropyLossOptions &options = {});
   void reset() override;
   Tensor forward(const Tensor &input, const Tensor &target);
 };

@@ -1,0 +1,198 @@
+//===--- TrainingState.cpp - torch-tidy -----------------------------------===//
+//
+// What a call does to the path facts of training: gradient resets,
+// optimizer steps, backward passes and rescalings of the gradients, and the
+// thread-wide autocast state and dtype. A call with a summary does what its
+// summary says; a LibTorch call what its vocabulary says.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "Summary.h"
+#include "api/Autocast.h"
+#include "api/Losses.h"
+#include "api/TorchMatchers.h"
+#include "api/Training.h"
+
+namespace clang::tidy::torch {
+
+/// Whether an opaque call may reset gradients: it is handed an optimizer or
+/// a module, as an argument or as its object.
+static bool mayResetGradients(const CallExpr &Call) {
+  auto Trains = [](const Expr *E) {
+    QualType T = E->getType().getNonReferenceType();
+    if (T->isPointerType())
+      T = T->getPointeeType();
+    return isModuleHandleType(T) || isOptimizerClass(T->getAsCXXRecordDecl());
+  };
+  if (const Expr *Object = memberCallObject(Call); Object && Trains(Object))
+    return true;
+  return llvm::any_of(Call.arguments(), Trains);
+}
+
+void FlowModel::transferGradientState(const CallExpr &Call,
+                                      const FunctionSummary *Summary,
+                                      State &St) const {
+  PathFacts &Path = St.path();
+  const FunctionDecl *FD = Call.getDirectCallee();
+  // An opaque call handed an optimizer or a module may reset or step.
+  bool Opaque = !Summary && FD && !isLibraryFunction(*FD) &&
+                mayResetGradients(Call);
+  bool Step = isOptimizerStepCall(Call, options());
+  if (isGradientReset(Call, options()) ||
+      (Summary && Summary->ResetsGradients) || Opaque) {
+    Path.StepsWithoutReset.clear();
+    Path.GradientsResetSinceEntry = true;
+    Path.BackwardsNotStepped.clear();
+    Path.GradientsSettledSinceEntry = true;
+  }
+  if (Step || (Summary && Summary->SettlesGradients)) {
+    Path.BackwardsNotStepped.clear();
+    Path.GradientsSettledSinceEntry = true;
+  }
+  Path.GradientsRescaled |= isGradientRescale(Call) ||
+                            (Summary && Summary->RescalesGradients);
+  // What the call leaves: where it is in the callee, when this TU has it.
+  auto Left = [&](SourceLocation InCallee, auto &Into) {
+    if (InCallee.isInvalid())
+      return;
+    std::pair<const Stmt *, SourceLocation> Entry{
+        &Call, InCallee.isFileID() ? InCallee : Call.getExprLoc()};
+    if (!llvm::is_contained(Into, Entry))
+      Into.push_back(Entry);
+  };
+  if (Step) {
+    Left(Call.getExprLoc(), Path.StepsWithoutReset);
+    Left(Call.getExprLoc(), Path.StepsRun);
+  } else if (Summary) {
+    Left(Summary->StepWithoutReset, Path.StepsWithoutReset);
+    Left(Summary->StepRun, Path.StepsRun);
+    Left(Summary->BackwardNotStepped, Path.BackwardsNotStepped);
+  }
+  if (isBackwardCall(Call, options()))
+    Left(Call.getExprLoc(), Path.BackwardsNotStepped);
+}
+
+
+/// Where a switch is, for notes: a macro's use site (`AMP_ON()`).
+static SourceLocation switchLocation(const Expr &Call,
+                                     const SourceManager &SM) {
+  return SM.getExpansionLoc(Call.getExprLoc());
+}
+
+void FlowModel::transferAutocast(const CallExpr &Call,
+                                 const FunctionSummary *Summary,
+                                 State &St) const {
+  PathFacts &Path = St.path();
+  AutocastSwitch Switch = autocastSwitch(Call);
+  // The CUDA spellings, or a device type that evaluates to CUDA.
+  bool Cuda = Switch.DeviceType
+                  ? evaluateDeviceSpec(Switch.DeviceType, St).Value.isCUDA()
+                  : Switch.Backend.empty();
+  if (Switch.What == AutocastSwitch::Enable) {
+    std::optional<bool> On = evaluateBool(Switch.Value, St);
+    if (!On) {
+      Path.Autocast = AutocastState::Unknown; // a saved state restored
+    } else if (*On) {
+      Path.Autocast = AutocastState::On;
+      Path.AutocastIf.assign(Path.ConditionsHeld.begin(),
+                             Path.ConditionsHeld.end());
+      Path.AutocastStart = {&Call, switchLocation(Call, Ctx.getSourceManager())};
+      Path.AutocastHalf = Cuda && Path.CudaAutocastHalf == Tri::Yes;
+      Path.AutocastHalfAsEntry = Cuda && Path.CudaDtypeAsEntry;
+    } else {
+      Path.Autocast = AutocastState::Off;
+    }
+    return;
+  }
+  if (Switch.What == AutocastSwitch::Dtype) {
+    if (Cuda) {
+      std::optional<bool> Half = namesHalf(Switch.Value);
+      Path.CudaAutocastHalf = !Half ? Tri::Unknown : *Half ? Tri::Yes : Tri::No;
+      Path.CudaDtypeAsEntry = false;
+    }
+    return;
+  }
+  applyAutocastSummary(Call, Summary, St);
+}
+
+void FlowModel::applyAutocastSummary(const Expr &Call,
+                                     const FunctionSummary *Summary,
+                                     State &St) const {
+  PathFacts &Path = St.path();
+  if (Summary && Summary->SetsCudaDtype) {
+    Path.CudaAutocastHalf = Summary->CudaDtypeHalf;
+    Path.CudaDtypeAsEntry = false;
+  }
+  if (!Summary || Summary->AutocastAtExit == AutocastState::Entry)
+    return;
+  Path.Autocast = Summary->AutocastAtExit;
+  if (Path.Autocast == AutocastState::On) {
+    // Switched on by this call, as far as this function goes (the notes
+    // name the call of the helper, the guard's declaration).
+    Path.AutocastStart = {&Call, switchLocation(Call, Ctx.getSourceManager())};
+    Path.AutocastIf.assign(Path.ConditionsHeld.begin(),
+                           Path.ConditionsHeld.end());
+    Path.AutocastHalf =
+        Summary->AutocastHalf || (Summary->AutocastHalfAsEntry &&
+                                  Path.CudaAutocastHalf == Tri::Yes);
+    Path.AutocastHalfAsEntry =
+        Summary->AutocastHalfAsEntry && Path.CudaDtypeAsEntry;
+  }
+}
+
+void FlowModel::applyAutocastDestruction(const CXXRecordDecl &RD,
+                                         State &St) const {
+  const CXXDestructorDecl *Dtor = RD.getDestructor();
+  if (!Dtor)
+    return;
+  PathFacts &Path = St.path();
+  if (const FunctionSummary *Summary =
+          Dtor->isUserProvided() ? Program.summary(*Dtor) : nullptr;
+      Summary && Summary->AutocastAtExit != AutocastState::Entry &&
+      Summary->AutocastAtExit != AutocastState::On) {
+    Path.Autocast = Summary->AutocastAtExit;
+    Path.AutocastStart = {nullptr, {}};
+    Path.AutocastIf.clear();
+  }
+  // Then its members are destroyed.
+  applyMemberAutocast(RD, /*At=*/nullptr, /*Destroy=*/true, St);
+}
+
+void FlowModel::applyMemberAutocast(const CXXRecordDecl &RD, const Expr *At,
+                                    bool Destroy, State &St) const {
+  if (!RD.hasDefinition())
+    return;
+  for (const FieldDecl *Field : RD.fields()) {
+    const CXXRecordDecl *Member = Field->getType()->getAsCXXRecordDecl();
+    if (!Member || !Member->hasDefinition() || Member == &RD)
+      continue;
+    if (Destroy) {
+      applyAutocastDestruction(*Member, St);
+      continue;
+    }
+    for (const CXXConstructorDecl *Ctor : Member->ctors())
+      if (Ctor->isDefaultConstructor() && Ctor->isUserProvided() && At)
+        applyAutocastSummary(*At, Program.summary(*Ctor), St);
+  }
+}
+
+void FlowModel::refineAutocast(const Expr *Cond, const Location &L, bool Taken,
+                               State &St) const {
+  PathFacts &Path = St.path();
+  if (Taken) {
+    if (!llvm::is_contained(Path.ConditionsHeld, Cond))
+      Path.ConditionsHeld.push_back(Cond);
+    return;
+  }
+  if (Path.Autocast == AutocastState::On &&
+      llvm::any_of(Path.AutocastIf,
+                   [&](const Expr *E) { return locationOf(E) == L; })) {
+    Path.Autocast = AutocastState::Off;
+    Path.AutocastStart = {nullptr, {}};
+    Path.AutocastIf.clear();
+  }
+}
+
+} // namespace clang::tidy::torch

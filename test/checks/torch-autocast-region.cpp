@@ -1,0 +1,165 @@
+// RUN: %check_torch_tidy %s torch-autocast-region %t
+
+#include <ATen/autocast_mode.h>
+#include <torch/torch.h>
+#include <stdexcept>
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Net);
+torch::Tensor batch();
+torch::Tensor labels();
+
+// An early return leaves the region on.
+torch::Tensor predict(Net &net, const torch::Tensor &x, bool raw) {
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: autocast switched on here stays on when the function returns below{{.*}}[torch-autocast-region]
+  auto y = net->forward(x);
+  if (raw)
+    return y;
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: note: the function returns here with autocast on
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  return y.relu();
+}
+// A throw leaves it on; one caught in the function does not leave.
+torch::Tensor checked(Net &net, const torch::Tensor &x) {
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: autocast switched on here stays on when the function throws below
+  try {
+    if (x.numel() == 0)
+      throw std::invalid_argument("empty");
+  } catch (const std::invalid_argument &) {
+  }
+  auto y = net->forward(x);
+  if (!y.defined())
+    throw std::runtime_error("no output");
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: note: the function throws here with autocast on
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  return y;
+}
+// Restored to a saved state on every path: silent.
+torch::Tensor restored(Net &net, const torch::Tensor &x, bool raw) {
+  bool was = at::autocast::is_autocast_enabled(at::kCUDA);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  auto y = net->forward(x);
+  at::autocast::set_autocast_enabled(at::kCUDA, was);
+  if (raw)
+    return y;
+  return y.relu();
+}
+// A helper that only switches it on means to leave it on.
+void enable_amp() { at::autocast::set_autocast_enabled(at::kCUDA, true); }
+
+// backward() inside the region.
+void backward_inside(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() runs inside an autocast region
+    // CHECK-MESSAGES: :[[@LINE-4]]:5: note: autocast is switched on here
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    opt.step();
+  }
+}
+// float16 (CUDA's default) and no loss scaling.
+void unscaled_half(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a loss computed in a float16 autocast region with no loss scaling
+    // CHECK-MESSAGES: :[[@LINE-5]]:5: note: the float16 region that computed the loss starts here
+    opt.step();
+  }
+}
+// Scaled by hand: silent.
+void scaled_half(Net &net, torch::optim::Optimizer &opt) {
+  const double scale = 1024.0;
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    (loss * scale).backward();
+    for (auto &p : net->parameters())
+      p.mutable_grad().div_(scale);
+    opt.step();
+  }
+}
+// bfloat16: silent.
+void bfloat16(Net &net, torch::optim::Optimizer &opt) {
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    loss.backward();
+    opt.step();
+  }
+}
+// An RAII guard of the project's own: its constructor and destructor say
+// what it does.
+struct AutocastScope {
+  AutocastScope() : was_(at::autocast::is_autocast_enabled(at::kCUDA)) {
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+  }
+  ~AutocastScope() { at::autocast::set_autocast_enabled(at::kCUDA, was_); }
+  bool was_;
+};
+torch::Tensor guarded(Net &net, const torch::Tensor &x, bool raw) {
+  AutocastScope scope;
+  auto y = net->forward(x);
+  if (raw)
+    return y;
+  return y.relu();
+}
+void guarded_backward(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    AutocastScope scope;
+    net->forward(batch()).mean().backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:34: warning: backward() runs inside an autocast region
+    // CHECK-MESSAGES: :[[@LINE-3]]:19: note: autocast is switched on here
+    opt.step();
+  }
+}
+// A backward() in a helper called inside the caller's region.
+void backward_of(const torch::Tensor &loss) { loss.backward(); }
+// CHECK-MESSAGES: :[[@LINE-1]]:52: warning: backward() runs inside an autocast region
+void region_around_helper(Net &net) {
+  enable_amp();
+  backward_of(net->forward(batch()).sum());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: note: called here
+  // CHECK-MESSAGES: :[[@LINE-3]]:3: note: autocast is switched on here
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+}
+// A guard held as a member of a scope object: the compiler's constructor
+// and destructor run the guard's.
+struct UpdateScope {
+  AutocastScope amp;
+  int updates = 0;
+  ~UpdateScope() { ++updates; }
+};
+void member_guard(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    torch::Tensor loss;
+    {
+      UpdateScope scope;
+      loss = net->forward(batch()).sum();
+      loss.backward();
+      // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: backward() runs inside an autocast region
+      // CHECK-MESSAGES: :[[@LINE-4]]:19: note: autocast is switched on here
+    }
+    (loss * 2).backward(); // after the scope: off again
+    opt.step();
+  }
+}

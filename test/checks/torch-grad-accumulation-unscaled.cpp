@@ -1,0 +1,134 @@
+// RUN: %check_torch_tidy %s torch-grad-accumulation-unscaled %t
+
+#include <torch/torch.h>
+struct NetImpl : torch::nn::Module {
+  NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Net);
+torch::Tensor batch();
+torch::Tensor labels();
+
+// A mean loss, step() every 4 iterations: the update is 4 times too large.
+void unscaled(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 100; ++i) {
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a mean loss adds its gradients over several iterations before one step(){{.*}}[torch-grad-accumulation-unscaled]
+    if ((i + 1) % 4 == 0) {
+      opt.step();
+      // CHECK-MESSAGES: :[[@LINE-1]]:11: note: the step() runs only on some iterations
+      opt.zero_grad();
+    }
+  }
+}
+void scaled(Net &net, torch::optim::Optimizer &opt, int accum) {
+  for (int i = 0; i < 100; ++i) {
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    (loss / accum).backward();
+    if ((i + 1) % accum == 0) {
+      opt.step();
+      opt.zero_grad();
+    }
+  }
+}
+void scaled_in_place(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 100; ++i) {
+    auto loss = net->forward(batch()).mean();
+    loss /= 8;
+    loss.backward();
+    if (i % 8 == 7) {
+      opt.step();
+      opt.zero_grad();
+    }
+  }
+}
+// A sum-reduced loss accumulates as it should.
+void summed(Net &net, torch::optim::Optimizer &opt) {
+  torch::nn::CrossEntropyLoss criterion(
+      torch::nn::CrossEntropyLossOptions().reduction(torch::kSum));
+  for (int i = 0; i < 100; ++i) {
+    criterion(net->forward(batch()), labels()).backward();
+    if (i % 4 == 3) {
+      opt.step();
+      opt.zero_grad();
+    }
+  }
+}
+// The default loss module reduces to the mean; so does a sum of two means.
+void module_loss(Net &net, torch::optim::Optimizer &opt, int steps) {
+  torch::nn::CrossEntropyLoss criterion;
+  torch::nn::MSELoss aux(torch::nn::MSELossOptions().reduction(torch::kMean));
+  for (int step = 0; step < steps; ++step) {
+    auto out = net->forward(batch());
+    auto loss = criterion(out, labels()) + aux(out, batch());
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a mean loss
+    if (step % 2 == 1) {
+      opt.step();
+      // CHECK-MESSAGES: :[[@LINE-1]]:11: note: the step() runs
+      net->zero_grad();
+    }
+  }
+}
+// The gradients rescaled before the step.
+void rescaled(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 100; ++i) {
+    net->forward(batch()).mean().backward();
+    if (i % 4 == 3) {
+      for (auto &p : net->parameters())
+        p.mutable_grad().div_(4);
+      opt.step();
+      opt.zero_grad();
+    }
+  }
+}
+// A step on every iteration: nothing accumulates.
+void every_step(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 100; ++i) {
+    opt.zero_grad();
+    net->forward(batch()).mean().backward();
+    opt.step();
+  }
+}
+// Two losses of one step (a discriminator's real and fake halves).
+void two_halves(Net &d, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 100; ++i) {
+    opt.zero_grad();
+    torch::mse_loss(d->forward(batch()), labels()).backward();
+    torch::mse_loss(d->forward(batch()), labels()).backward();
+    opt.step();
+  }
+}
+// The backward() in a helper the loop calls; the step in another.
+void backward_of(Net &net) {
+  torch::nn::functional::mse_loss(net->forward(batch()), labels()).backward();
+  // CHECK-MESSAGES: :[[@LINE-1]]:68: warning: backward() of a mean loss
+}
+void apply(torch::optim::Optimizer &opt) {
+  opt.step();
+  opt.zero_grad();
+}
+void helpers(Net &net, torch::optim::Optimizer &opt, int64_t every) {
+  for (int64_t i = 0; i < 100; ++i) {
+    backward_of(net);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: note: called here
+    if ((i + 1) % every == 0)
+      apply(opt);
+      // CHECK-MESSAGES: :[[@LINE-1]]:7: note: the step() runs
+  }
+}
+// Handed to a function whose body is unknown: it may step.
+void opaque_update(torch::optim::Optimizer &opt);
+void escapes(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 100; ++i) {
+    net->forward(batch()).mean().backward();
+    opaque_update(opt);
+  }
+}
+// No step in the loop: gradients computed for another use.
+void no_step(Net &net) {
+  for (int i = 0; i < 100; ++i)
+    net->forward(batch()).mean().backward();
+}

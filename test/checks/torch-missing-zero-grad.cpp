@@ -1,0 +1,145 @@
+// RUN: %check_torch_tidy %s torch-missing-zero-grad %t
+
+#include <torch/torch.h>
+#include <functional>
+struct NetImpl : torch::nn::Module {
+  NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Net);
+torch::Tensor batch();
+
+void no_reset(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    auto loss = net->forward(batch()).mean();
+    loss.backward();
+    opt.step();
+    // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: optimizer step() with no gradient reset before the next backward(){{.*}}[torch-missing-zero-grad]
+    // CHECK-MESSAGES: :[[@LINE-3]]:10: note: the next backward() adds to the gradients that step applied
+  }
+}
+void reset_first(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    auto loss = net->forward(batch()).mean();
+    loss.backward();
+    opt.step();
+  }
+}
+void reset_after(Net &net, torch::optim::SGD &opt) {
+  for (int i = 0; i < 10; ++i) {
+    auto loss = net->forward(batch()).mean();
+    loss.backward();
+    opt.step();
+    net->zero_grad();
+  }
+}
+// Gradient accumulation: step() and zero_grad() under one condition.
+void accumulate_right(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    auto loss = net->forward(batch()).mean() / 4;
+    loss.backward();
+    if ((i + 1) % 4 == 0) {
+      opt.step();
+      opt.zero_grad();
+    }
+  }
+}
+void accumulate_wrong(Net &net, torch::optim::Optimizer &opt) {
+  opt.zero_grad();
+  for (int i = 0; i < 10; ++i) {
+    auto loss = net->forward(batch()).mean() / 4;
+    loss.backward();
+    if ((i + 1) % 4 == 0)
+      opt.step();
+      // CHECK-MESSAGES: :[[@LINE-1]]:11: warning: optimizer step() with no gradient reset
+      // CHECK-MESSAGES: :[[@LINE-4]]:10: note: the next backward() adds to the gradients that step applied
+  }
+}
+void step_helper(torch::optim::Optimizer &opt) { opt.step(); }
+void zero_helper(torch::optim::Optimizer &opt) { opt.zero_grad(); }
+void via_helpers(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    zero_helper(opt);
+    net->forward(batch()).mean().backward();
+    step_helper(opt);
+  }
+}
+void via_helpers_bug(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    net->forward(batch()).mean().backward();
+    step_helper(opt);
+    // CHECK-MESSAGES: :[[@LINE-13]]:54: warning: optimizer step() with no gradient reset
+    // CHECK-MESSAGES: :[[@LINE-2]]:5: note: the step is left by this call
+    // CHECK-MESSAGES: :[[@LINE-4]]:34: note: the next backward() adds
+  }
+}
+void backward_helper(Net &net) { net->forward(batch()).mean().backward(); }
+void backward_in_callee(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    backward_helper(net);
+    opt.step();
+    // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: optimizer step() with no gradient reset
+    // CHECK-MESSAGES: :[[@LINE-3]]:5: note: which calls backward() here
+    // CHECK-MESSAGES: :[[@LINE-7]]:63: note: the next backward() adds
+  }
+}
+// Handed to a function whose body is unknown: it may reset them.
+void opaque(torch::optim::Optimizer &opt);
+void escapes(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    net->forward(batch()).mean().backward();
+    opt.step();
+    opaque(opt);
+  }
+}
+// Any reset counts: each network's before its own backward().
+void gan(Net &g, Net &d, torch::optim::Optimizer &gopt, torch::optim::Optimizer &dopt) {
+  for (int i = 0; i < 10; ++i) {
+    dopt.zero_grad();
+    d->forward(batch()).mean().backward();
+    dopt.step();
+    gopt.zero_grad();
+    d->forward(g->forward(batch())).mean().backward();
+    gopt.step();
+  }
+}
+// A reset loop over the parameters counts, as if it ran at least once.
+void manual_reset(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    net->forward(batch()).mean().backward();
+    opt.step();
+    for (auto &p : net->parameters())
+      p.mutable_grad().reset();
+  }
+}
+// The update in a std::function that captures the optimizer: its step
+// outlives the lambda's call.
+void function_update(Net &net, torch::optim::Optimizer &opt) {
+  std::function<void()> update = [&] {
+    opt.step();
+    // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: optimizer step() with no gradient reset
+  };
+  for (int i = 0; i < 10; ++i) {
+    net->forward(batch()).mean().backward();
+    update();
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: note: the step is left by this call
+    // CHECK-MESSAGES: :[[@LINE-3]]:34: note: the next backward() adds
+  }
+}
+// A local optimizer's steps end with its function.
+void fine_tune_head(Net &net) {
+  torch::optim::SGD head(net->parameters(), 0.1);
+  for (int i = 0; i < 10; ++i) {
+    head.zero_grad();
+    net->forward(batch()).mean().backward();
+    head.step();
+  }
+}
+void sweep(Net &net) {
+  for (int trial = 0; trial < 4; ++trial) {
+    fine_tune_head(net);
+    net->forward(batch()).mean().backward();
+  }
+}
