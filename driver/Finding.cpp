@@ -256,14 +256,17 @@ json::Value toJSON(const Finding &F) {
     Notes.push_back(toJSON(N));
   for (const FixReplacement &R : F.Fixes)
     Fixes.push_back(toJSON(R));
-  return json::Object{{"check", F.Check},
-                      {"level", levelName(F.Severity)},
-                      {"file", F.Loc.File},
-                      {"line", F.Loc.Line},
-                      {"column", F.Loc.Column},
-                      {"message", F.Message},
-                      {"notes", std::move(Notes)},
-                      {"fixes", std::move(Fixes)}};
+  json::Object O{{"check", F.Check},
+                 {"level", levelName(F.Severity)},
+                 {"file", F.Loc.File},
+                 {"line", F.Loc.Line},
+                 {"column", F.Loc.Column},
+                 {"message", F.Message},
+                 {"notes", std::move(Notes)},
+                 {"fixes", std::move(Fixes)}};
+  if (!F.Fingerprint.empty())
+    O["fingerprint"] = F.Fingerprint;
+  return O;
 }
 
 /// json::ObjectMapper has no unsigned overload.
@@ -294,7 +297,8 @@ bool fromJSON(const json::Value &V, Finding &F, json::Path P) {
   if (!O || !O.map("check", F.Check) || !O.map("level", LevelText) ||
       !O.map("file", F.Loc.File) || !mapUnsigned(O, "line", F.Loc.Line) ||
       !mapUnsigned(O, "column", F.Loc.Column) || !O.map("message", F.Message) ||
-      !O.map("notes", F.Notes) || !O.map("fixes", F.Fixes))
+      !O.map("notes", F.Notes) || !O.map("fixes", F.Fixes) ||
+      !O.mapOptional("fingerprint", F.Fingerprint))
     return false;
   if (LevelText != "warning" && LevelText != "error") {
     P.field("level").report("expected \"warning\" or \"error\"");

@@ -66,6 +66,8 @@ struct Finding {
   std::vector<ByteRange> Ranges;
   std::vector<Note> Notes;
   std::vector<FixReplacement> Fixes;
+  /// Stable across unrelated edits (Fingerprint.h); "" until computed.
+  std::string Fingerprint;
 
   bool isCompilerError() const {
     return Severity == Level::Error && !WarningAsError;

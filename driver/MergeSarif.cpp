@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Fingerprint.h"
 #include "MergeSarif.h"
 
 #include "Messages.h"
@@ -184,6 +185,9 @@ private:
     F.Severity = *LevelText == "error" ? Level::Error : Level::Warning;
     F.WarningAsError = F.Severity == Level::Error &&
                        !StringRef(F.Check).starts_with("clang-diagnostic-");
+    if (const json::Object *Prints = O->getObject("partialFingerprints"))
+      if (std::optional<StringRef> Print = Prints->getString(FingerprintKey))
+        F.Fingerprint = Print->str();
     if (const json::Array *Locations = O->getArray("locations"))
       if (!Locations->empty()) {
         const json::Object *L = (*Locations)[0].getAsObject();

@@ -34,6 +34,10 @@ struct Report {
   /// the file was when the findings were printed, so that a report made
   /// later can tell whether the source changed since.
   std::map<std::string, std::string> SourceDigests;
+  /// With --baseline: Findings are the new ones; Unchanged the baseline
+  /// also holds, Absent the baseline's that are gone (SARIF reports both).
+  bool HasBaseline = false;
+  std::vector<Finding> Unchanged, Absent;
 };
 
 /// Fills R.SourceDigests (files that cannot be read get none).

@@ -11,11 +11,15 @@
 //    absolute file:// URIs. Regions use clang's 1-based line and (byte) column.
 //  - invocations[0] says whether every file was analysed, with a
 //    toolExecutionNotification per tool error.
+//  - partialFingerprints["torchTidy/v1"]: the finding's fingerprint
+//    (Fingerprint.h); with --baseline, baselineState new / unchanged /
+//    absent.
 //  - artifacts: the files the results point into, with the SHA-256 of their
 //    content (Report::SourceDigests).
 //
 //===----------------------------------------------------------------------===//
 
+#include "Fingerprint.h"
 #include "OutputFormats.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -88,8 +92,17 @@ public:
 
   json::Value document() {
     json::Array Results;
-    for (const Finding &F : R.Findings)
-      Results.push_back(result(F));
+    // With a baseline: the new results, then those it also holds, then its
+    // results that are gone, each with its baselineState.
+    for (const auto &[Findings, State] :
+         {std::pair(&R.Findings, "new"), std::pair(&R.Unchanged, "unchanged"),
+          std::pair(&R.Absent, "absent")})
+      for (const Finding &F : *Findings) {
+        json::Object Res = result(F);
+        if (R.HasBaseline)
+          Res["baselineState"] = State;
+        Results.push_back(std::move(Res));
+      }
     json::Object Run{
         {"tool", json::Object{{"driver", driver()}}},
         {"invocations", json::Array{invocation()}},
@@ -214,6 +227,9 @@ private:
     }
     if (!F.Fixes.empty())
       Res["fixes"] = json::Array{fix(F)};
+    if (!F.Fingerprint.empty())
+      Res["partialFingerprints"] =
+          json::Object{{FingerprintKey, F.Fingerprint}};
     return Res;
   }
 

@@ -6,6 +6,8 @@
 // `torch-tidy report ...` writes the HTML report from saved findings
 // (HtmlReport.h).
 //
+// `torch-tidy lsp ...` is the language server (LanguageServer.h).
+//
 // `torch-tidy verify ...` forwards to torch-tidy-verify, the runtime
 // verifier of runtime-check/, so that users see one tool. The verifier has
 // no LLVM dependency and is a separate program because it must also build on
@@ -15,6 +17,7 @@
 
 #include "Subcommands.h"
 #include "HtmlReport.h"
+#include "LanguageServer.h"
 #include "MergeSarif.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
@@ -83,6 +86,8 @@ std::optional<int> runSubcommand(int Argc, const char **Argv) {
     return mergeSarifMain(ArrayRef(Argv + 2, Argv + Argc));
   if (Command == "report")
     return reportMain(ArrayRef(Argv + 2, Argv + Argc), Argv[0]);
+  if (Command == "lsp")
+    return languageServerMain(ArrayRef(Argv + 2, Argv + Argc), Argv[0]);
   return std::nullopt;
 }
 

@@ -22,7 +22,7 @@ tt_missing_packages() {
   local pkgs=(clang-19 clang-tidy-19 clang-tools-19 libclang-19-dev llvm-19-dev
               llvm-19-tools libtorch-dev nlohmann-json3-dev googletest
               libgtest-dev pre-commit cmake ninja-build python3 time libicu72
-              libc++-19-dev)
+              libc++-19-dev neovim)
   # node and npm may come from elsewhere (nodesource); only fill the gap.
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)

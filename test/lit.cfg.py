@@ -116,3 +116,10 @@ if os.path.exists(torch_tidy_bin):
                 config.available_features.add("check-" + line.split()[0])
     except (OSError, subprocess.SubprocessError):
         pass
+
+# Neovim's built-in LSP client drives `torch-tidy lsp` (ecosystem/neovim-lsp.test).
+nvim = shutil.which("nvim")
+if nvim:
+    config.available_features.add("nvim")
+    config.substitutions.append(("%nvim", nvim))
+config.substitutions.append(("%lsp_server", torch_tidy_bin))

@@ -51,7 +51,8 @@ def main():
         fail("version %r" % doc["version"])
     if doc["tool"].get("name") != "torch-tidy":
         fail("tool %r" % doc["tool"])
-    keys = {"check", "level", "file", "line", "column", "message", "notes", "fixes"}
+    keys = {"check", "level", "file", "line", "column", "message", "notes", "fixes",
+            "fingerprint"}
     for i, f in enumerate(doc["findings"]):
         where = "findings[%d]" % i
         if set(f) != keys:
