@@ -148,13 +148,19 @@ void FlowModel::applyAutocastDestruction(const CXXRecordDecl &RD,
   if (!Dtor)
     return;
   PathFacts &Path = St.path();
-  if (const FunctionSummary *Summary =
-          Dtor->isUserProvided() ? Program.summary(*Dtor) : nullptr;
-      Summary && Summary->AutocastAtExit != AutocastState::Entry &&
-      Summary->AutocastAtExit != AutocastState::On) {
-    Path.Autocast = Summary->AutocastAtExit;
+  auto Set = [&](AutocastState State) {
+    Path.Autocast = State;
     Path.AutocastStart = {nullptr, {}};
     Path.AutocastIf.clear();
+  };
+  if (Dtor->isUserProvided() && !Dtor->isDefined()) {
+    // A guard's destructor defined elsewhere restores something.
+    Set(AutocastState::Unknown);
+  } else if (const FunctionSummary *Summary =
+                 Dtor->isUserProvided() ? Program.summary(*Dtor) : nullptr;
+             Summary && Summary->AutocastAtExit != AutocastState::Entry &&
+             Summary->AutocastAtExit != AutocastState::On) {
+    Set(Summary->AutocastAtExit);
   }
   // Then its members are destroyed.
   applyMemberAutocast(RD, /*At=*/nullptr, /*Destroy=*/true, St);
@@ -173,7 +179,8 @@ void FlowModel::applyMemberAutocast(const CXXRecordDecl &RD, const Expr *At,
       continue;
     }
     for (const CXXConstructorDecl *Ctor : Member->ctors())
-      if (Ctor->isDefaultConstructor() && Ctor->isUserProvided() && At)
+      if (Ctor->isDefaultConstructor() && Ctor->isUserProvided() &&
+          Ctor->isDefined() && At)
         applyAutocastSummary(*At, Program.summary(*Ctor), St);
   }
 }

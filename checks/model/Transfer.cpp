@@ -324,7 +324,12 @@ void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
   if (isAutocastGuard(Var, options())) {
     P.Autocast = AutocastState::Unknown;
     P.AutocastStart = {nullptr, {}};
-  } else if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl()) {
+  } else if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl();
+             RD && P.Autocast == AutocastState::On && Var.getInit() &&
+             P.AutocastStart.first == Var.getInit()->IgnoreImplicit()) {
+    // Only a guard whose construction switched autocast on: other objects'
+    // destructors are not read (a summary read from another TU of an
+    // audit costs a second analysis of this one).
     applyAutocastDestruction(*RD, St);
   }
   for (auto It = P.GradGuards.begin(); It != P.GradGuards.end(); ++It)
@@ -355,7 +360,8 @@ void FlowModel::initializeMember(const CXXCtorInitializer &Init,
   const Expr *Stripped = Value->IgnoreImplicit();
   // A member's constructor runs (an autocast guard switches it on).
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped))
-    if (Construct->getConstructor()->isUserProvided())
+    if (Construct->getConstructor()->isUserProvided() &&
+        Construct->getConstructor()->isDefined())
       applyAutocastSummary(*Construct,
                            Program.summary(*Construct->getConstructor()), St);
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
