@@ -176,6 +176,8 @@ private:
     std::string Path = pathFromUri(Uri);
     if (Path.empty())
       return;
+    // The file changed since the last check: read it afresh.
+    Sources = SourceCache();
     SmallString<128> Output;
     sys::fs::createTemporaryFile("torch-tidy-lsp", "json", Output);
     std::vector<StringRef> Argv = {Self, "--format=json", "--quiet"};

@@ -276,14 +276,8 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
     case OO_Minus:
     case OO_Star:
     case OO_Slash:
-      if (Op->getNumArgs() == 2 && isTensorType(Op->getType())) {
-        F = evaluateOperator(*E, {Op->getArg(0), Op->getArg(1)}, S);
-        // A sum of mean losses is one; a product or quotient scales it.
-        bool Sum = Op->getOperator() == OO_Plus || Op->getOperator() == OO_Minus;
-        setMeanLoss(F, Sum && meanLossOperands(*Op, S) ? Tri::Yes : Tri::Unknown,
-                    S);
-        return F;
-      }
+      if (Op->getNumArgs() == 2 && isTensorType(Op->getType()))
+        return evaluateOperator(*E, {Op->getArg(0), Op->getArg(1)}, S);
       if (Op->getNumArgs() == 1 && isTensorType(Op->getType()))
         return evaluateOperator(*E, {Op->getArg(0)}, S);
       return F;

@@ -63,19 +63,21 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
   for (const Expr *Op : Ops)
     if (isTensorType(Op->getType()))
       Facts.push_back(evaluate(Op, S));
-  return combineOperands(E, Facts, S);
-}
-
-bool FlowModel::meanLossOperands(const CXXOperatorCallExpr &Op,
-                                 const State &S) const {
-  bool Any = false;
-  for (const Expr *Arg : Op.arguments())
-    if (isTensorType(Arg->getType())) {
-      if (evaluate(Arg, S).MeanLoss != Tri::Yes)
-        return false;
-      Any = true;
-    }
-  return Any;
+  ValueFacts F = combineOperands(E, Facts, S);
+  // A sum of mean losses is one; a product or a quotient scales it.
+  const auto *Call = dyn_cast<CXXOperatorCallExpr>(&E);
+  bool Sum = Call && (Call->getOperator() == OO_Plus ||
+                      Call->getOperator() == OO_Minus);
+  setMeanLoss(F,
+              Sum && !Facts.empty() &&
+                      llvm::all_of(Facts,
+                                   [](const ValueFacts &O) {
+                                     return O.MeanLoss == Tri::Yes;
+                                   })
+                  ? Tri::Yes
+                  : Tri::Unknown,
+              S);
+  return F;
 }
 
 void FlowModel::setMeanLoss(ValueFacts &F, Tri Mean, const State &S) const {

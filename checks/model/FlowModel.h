@@ -260,8 +260,6 @@ private:
   ValueFacts evaluateFactory(const CallExpr &Call, const State &S) const;
   ValueFacts evaluateOperator(const Expr &E, llvm::ArrayRef<const Expr *> Ops,
                               const State &S) const;
-  /// Every tensor operand of \p Op is a mean loss, and one is.
-  bool meanLossOperands(const CXXOperatorCallExpr &Op, const State &S) const;
   /// \p F, a value just computed, as a loss: a mean loss computed in a
   /// float16 autocast region remembers the region.
   void setMeanLoss(ValueFacts &F, Tri Mean, const State &S) const;
