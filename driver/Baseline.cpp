@@ -2,6 +2,7 @@
 
 #include "Baseline.h"
 #include "Fingerprint.h"
+#include "MergeSarif.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -17,33 +18,6 @@ static Error bad(StringRef Path, const Twine &What) {
                            "baseline '" + Path + "' " + What);
 }
 
-/// The fingerprints of a SARIF log's results.
-static Expected<Baseline> fromSarif(const json::Object &Log, StringRef Path) {
-  Baseline B;
-  const json::Array *Runs = Log.getArray("runs");
-  if (!Runs)
-    return bad(Path, "is a SARIF log without runs");
-  for (const json::Value &Run : *Runs) {
-    const json::Object *R = Run.getAsObject();
-    const json::Array *Results = R ? R->getArray("results") : nullptr;
-    if (!Results)
-      continue;
-    for (const json::Value &Result : *Results) {
-      const json::Object *O = Result.getAsObject();
-      const json::Object *Prints =
-          O ? O->getObject("partialFingerprints") : nullptr;
-      std::optional<StringRef> Print =
-          Prints ? Prints->getString(FingerprintKey) : std::nullopt;
-      if (!Print)
-        return bad(Path, formatv("has a result without a '{0}' fingerprint "
-                                 "(written by an older torch-tidy?)",
-                                 FingerprintKey));
-      B.Fingerprints.insert(*Print);
-    }
-  }
-  return B;
-}
-
 Expected<Baseline> loadBaseline(StringRef Path) {
   auto Buffer = MemoryBuffer::getFile(Path, /*IsText=*/true);
   if (!Buffer)
@@ -52,20 +26,26 @@ Expected<Baseline> loadBaseline(StringRef Path) {
   if (!Document)
     return bad(Path, "is not JSON: " + toString(Document.takeError()));
   const json::Object *O = Document->getAsObject();
-  if (O && O->get("runs"))
-    return fromSarif(*O, Path);
-  Expected<Report> R = fromJSONDocument(*Document, Path);
+  bool IsSarif = O && O->get("runs");
+  Expected<Report> R = IsSarif ? fromSARIFDocument(*Document, Path, "--baseline")
+                               : fromJSONDocument(*Document, Path);
+  if (!R && IsSarif)
+    return R.takeError(); // names the file and what is wrong
   if (!R)
     return bad(Path, "is neither a SARIF log nor a torch-tidy JSON report (" +
                          toString(R.takeError()) + ")");
+  // A log written against an earlier baseline: its new and unchanged
+  // results are what it saw; its absent ones were gone already.
   Baseline B;
-  for (Finding &F : R->Findings) {
-    if (F.Fingerprint.empty())
-      return bad(Path, "has a finding without a fingerprint (written by an "
-                       "older torch-tidy?)");
-    B.Fingerprints.insert(F.Fingerprint);
-    B.Findings.push_back(std::move(F));
-  }
+  for (std::vector<Finding> *Seen : {&R->Findings, &R->Unchanged})
+    for (Finding &F : *Seen) {
+      if (F.Fingerprint.empty())
+        return bad(Path, formatv("has a finding without a '{0}' fingerprint "
+                                 "(written by an older torch-tidy?)",
+                                 FingerprintKey));
+      B.Fingerprints.insert(F.Fingerprint);
+      B.Findings.push_back(std::move(F));
+    }
   return B;
 }
 

@@ -17,8 +17,7 @@ namespace torchtidy {
 
 struct Baseline {
   llvm::StringSet<> Fingerprints;
-  /// The findings themselves, when the baseline is a JSON document (a SARIF
-  /// log's are not read back): those gone since are reported "absent".
+  /// The findings themselves: those gone since are reported "absent".
   std::vector<Finding> Findings;
 };
 

@@ -183,6 +183,29 @@ rangesIn(const clang::tooling::DiagnosticMessage &M, const std::string &File,
   return Out;
 }
 
+/// A diagnostic's fix-it, sorted (Fix is a StringMap: its order is not
+/// deterministic).
+static std::vector<FixReplacement>
+replacements(const llvm::StringMap<clang::tooling::Replacements> &Fix,
+             StringRef BuildDir, SourceCache &Sources) {
+  std::vector<FixReplacement> Out;
+  for (const auto &FileAndReplacements : Fix) {
+    for (const clang::tooling::Replacement &R : FileAndReplacements.second) {
+      FixReplacement FR;
+      FR.Loc.File = normalizePath(R.getFilePath(), BuildDir);
+      FR.Loc.Offset = R.getOffset();
+      FR.Length = R.getLength();
+      FR.Replacement = R.getReplacementText().str();
+      Sources.resolve(FR.Loc);
+      Out.push_back(std::move(FR));
+    }
+  }
+  llvm::sort(Out, [](const FixReplacement &A, const FixReplacement &B) {
+    return key(A) < key(B);
+  });
+  return Out;
+}
+
 Finding toFinding(const clang::tidy::ClangTidyError &Error,
                   SourceCache &Sources) {
   Finding F;
@@ -208,21 +231,19 @@ Finding toFinding(const clang::tidy::ClangTidyError &Error,
     F.Notes.push_back(std::move(N));
   }
 
-  for (const auto &FileAndReplacements : Error.Message.Fix) {
-    for (const clang::tooling::Replacement &R : FileAndReplacements.second) {
-      FixReplacement FR;
-      FR.Loc.File = normalizePath(R.getFilePath(), Error.BuildDirectory);
-      FR.Loc.Offset = R.getOffset();
-      FR.Length = R.getLength();
-      FR.Replacement = R.getReplacementText().str();
-      Sources.resolve(FR.Loc);
-      F.Fixes.push_back(std::move(FR));
-    }
+  F.Fixes = replacements(Error.Message.Fix, Error.BuildDirectory, Sources);
+  if (F.Fixes.empty()) {
+    const clang::tooling::DiagnosticMessage *WithFix = nullptr;
+    unsigned NotesWithFix = 0;
+    for (const clang::tooling::DiagnosticMessage &M : Error.Notes)
+      if (!M.Fix.empty()) {
+        WithFix = &M;
+        ++NotesWithFix;
+      }
+    if (NotesWithFix == 1)
+      F.UnsafeFixes =
+          replacements(WithFix->Fix, Error.BuildDirectory, Sources);
   }
-  // Error.Message.Fix is a StringMap: its order is not deterministic.
-  llvm::sort(F.Fixes, [](const FixReplacement &A, const FixReplacement &B) {
-    return key(A) < key(B);
-  });
   return F;
 }
 
@@ -264,6 +285,12 @@ json::Value toJSON(const Finding &F) {
                  {"message", F.Message},
                  {"notes", std::move(Notes)},
                  {"fixes", std::move(Fixes)}};
+  if (!F.UnsafeFixes.empty()) {
+    json::Array Unsafe;
+    for (const FixReplacement &R : F.UnsafeFixes)
+      Unsafe.push_back(toJSON(R));
+    O["unsafeFixes"] = std::move(Unsafe);
+  }
   if (!F.Fingerprint.empty())
     O["fingerprint"] = F.Fingerprint;
   return O;
@@ -298,6 +325,7 @@ bool fromJSON(const json::Value &V, Finding &F, json::Path P) {
       !O.map("file", F.Loc.File) || !mapUnsigned(O, "line", F.Loc.Line) ||
       !mapUnsigned(O, "column", F.Loc.Column) || !O.map("message", F.Message) ||
       !O.map("notes", F.Notes) || !O.map("fixes", F.Fixes) ||
+      !O.mapOptional("unsafeFixes", F.UnsafeFixes) ||
       !O.mapOptional("fingerprint", F.Fingerprint))
     return false;
   if (LevelText != "warning" && LevelText != "error") {

@@ -66,6 +66,12 @@ struct Finding {
   std::vector<ByteRange> Ranges;
   std::vector<Note> Notes;
   std::vector<FixReplacement> Fixes;
+  /// An unsafe fix-it (it changes what the program computes): a check
+  /// attaches it to a note, as clang-tidy expects, which applies note
+  /// fix-its only with --fix-notes. The one note's fix-it when the warning
+  /// has none of its own and exactly one note has one (two are
+  /// alternatives, not one fix). --fix-unsafe applies it.
+  std::vector<FixReplacement> UnsafeFixes;
   /// Stable across unrelated edits (Fingerprint.h); "" until computed.
   std::string Fingerprint;
 

@@ -18,7 +18,9 @@
 //                   "unreadable": true}],
 //       "problems": ["<why the lines may not be the ones reported>"],
 //       "fixes":  [{"file": <index>, "diff": [[<line>, "-" | "+", "<text>"]...]}
-//                  | {"file": <index>, "replace": ["<what to replace>"...]}]}]}
+//                  | {"file": <index>, "replace": ["<what to replace>"...]}],
+//       "new":    true}],   // with a baseline: not in it
+//    "baseline": true}      // the report was made against a baseline
 //
 // A block shows one file's steps: rows are a source line (> 0), a gap (0)
 // or the bubble of step n (-n) under its line; `listed` steps have no line
@@ -79,8 +81,8 @@ public:
     json::Array Messages;
   };
 
-  FindingData(PageModel &M, const Finding &F, Tables &Shared)
-      : M(M), F(F), Shared(Shared) {
+  FindingData(PageModel &M, const Finding &F, bool IsNew, Tables &Shared)
+      : M(M), F(F), IsNew(IsNew), Shared(Shared) {
     Steps.push_back({1, F.Loc, F.Message});
     for (const Note &N : F.Notes)
       Steps.push_back({unsigned(Steps.size()) + 1, N.Loc, N.Message});
@@ -103,6 +105,8 @@ public:
       O["problems"] = std::move(Problems);
     if (!FixData.empty())
       O["fixes"] = std::move(FixData);
+    if (IsNew)
+      O["new"] = true;
     return O;
   }
 
@@ -315,6 +319,7 @@ private:
 
   PageModel &M;
   const Finding &F;
+  bool IsNew;
   Tables &Shared;
   std::vector<Step> Steps;
 };
@@ -324,8 +329,10 @@ private:
 void printFindingData(PageModel &M, raw_ostream &OS) {
   json::Array Findings;
   FindingData::Tables Shared;
-  for (const Finding &F : M.R.Findings)
-    Findings.push_back(FindingData(M, F, Shared).build());
+  for (size_t I = 0; I < M.R.Findings.size(); ++I)
+    Findings.push_back(
+        FindingData(M, M.R.Findings[I], !M.IsNew.empty() && M.IsNew[I], Shared)
+            .build());
   json::Array Files;
   for (const std::string &File : M.Files)
     Files.push_back(utf8(M.display(File)));
@@ -340,6 +347,8 @@ void printFindingData(PageModel &M, raw_ostream &OS) {
                                   {"messages", std::move(Shared.Messages)},
                                   {"sources", std::move(Sources)},
                                   {"findings", std::move(Findings)}};
+  if (M.R.HasBaseline)
+    Data.getAsObject()->try_emplace("baseline", true);
   std::string Text;
   raw_string_ostream(Text) << Data;
   OS << "<script type=\"application/json\" id=\"report-data\">";

@@ -53,6 +53,10 @@ public:
   std::map<std::string, unsigned> PerCheck;
   std::vector<unsigned> PerFile;
   size_t FilesWithFindings = 0;
+  /// With a baseline (R.HasBaseline): R.Findings are the new findings and
+  /// those the baseline holds, and IsNew says which is which.
+  std::vector<bool> IsNew;
+  size_t NewCount = 0;
   /// Checks whose page is bundled, with the page's markdown.
   std::map<std::string, std::string> Docs;
 

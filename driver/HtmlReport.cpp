@@ -85,6 +85,12 @@ static std::string commonDirectory(const std::vector<StringRef> &Paths) {
 
 PageModel::PageModel(const Report &R, const HtmlOptions &Options)
     : R(R), Options(Options) {
+  if (R.HasBaseline)
+    for (const Finding &F : R.Findings) {
+      IsNew.push_back(!std::binary_search(R.Unchanged.begin(),
+                                          R.Unchanged.end(), F));
+      NewCount += IsNew.back();
+    }
   std::vector<StringRef> All;
   for (const Finding &F : R.Findings) {
     ++PerCheck[F.Check];
@@ -176,7 +182,12 @@ static void printFilters(PageModel &M, raw_ostream &OS) {
     OS << "<option value=\"" << I << "\" data-path=\"" << escaped(Shown)
        << "\">" << escaped(Shown) << " (" << M.PerFile[I] << ")</option>";
   }
-  OS << "</select></label>\n<label>Search <input id=\"search\" "
+  OS << "</select></label>\n";
+  if (M.R.HasBaseline)
+    OS << "<label><input id=\"filter-new\" type=\"checkbox\"> only new "
+          "since the baseline ("
+       << M.NewCount << ")</label>\n";
+  OS << "<label>Search <input id=\"search\" "
         "type=\"search\" placeholder=\"message, code, path\" "
         "autocomplete=\"off\"></label>\n"
      << "<output id=\"shown\" data-shown=\"" << M.R.Findings.size() << "\">"
@@ -207,7 +218,22 @@ static void printDocs(PageModel &M, raw_ostream &OS) {
   OS << "</section>\n";
 }
 
-void printHTML(const Report &R, const HtmlOptions &Options, raw_ostream &OS) {
+/// With a baseline the page shows the findings it also holds, marked
+/// apart from the new ones; the absent ones are only counted.
+static Report shownFindings(const Report &R) {
+  Report Shown = R;
+  if (R.HasBaseline) {
+    Shown.Findings.insert(Shown.Findings.end(), R.Unchanged.begin(),
+                          R.Unchanged.end());
+    sortAndUnique(Shown.Findings);
+    sortAndUnique(Shown.Unchanged);
+  }
+  return Shown;
+}
+
+void printHTML(const Report &Original, const HtmlOptions &Options,
+               raw_ostream &OS) {
+  Report R = shownFindings(Original);
   PageModel M(R, Options);
   StringRef Css(ReportCss, sizeof(ReportCss) - 1);
   StringRef Js(ReportJs, sizeof(ReportJs) - 1);
@@ -226,7 +252,10 @@ void printHTML(const Report &R, const HtmlOptions &Options, raw_ostream &OS) {
      << "<link rel=\"icon\" href=\"data:,\">\n"
      << "<style>" << Css << "</style>\n</head>\n<body>\n";
   OS << "<header class=\"top\">\n<h1>torch-tidy report</h1>\n<p>" << N
-     << " finding" << (N == 1 ? "" : "s") << " in " << M.FilesWithFindings
+     << " finding" << (N == 1 ? "" : "s");
+  if (R.HasBaseline)
+    OS << " (" << M.NewCount << " new since the baseline)";
+  OS << " in " << M.FilesWithFindings
      << " file" << (M.FilesWithFindings == 1 ? "" : "s");
   if (!M.Root.empty())
     OS << " under <code>" << escaped(M.Root) << "</code>";

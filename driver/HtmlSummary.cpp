@@ -266,6 +266,13 @@ void printSummary(PageModel &M, raw_ostream &OS) {
             OS);
   printCard("count-tool-errors", M.R.ToolErrors.size(),
             "files not analysed or with compiler errors", OS);
+  if (M.R.HasBaseline) {
+    printCard("count-new", M.NewCount, "new since the baseline", OS);
+    printCard("count-unchanged", M.R.Findings.size() - M.NewCount,
+              "also in the baseline", OS);
+    printCard("count-absent", M.R.Absent.size(),
+              "in the baseline and gone since", OS);
+  }
   OS << "</div>\n";
   printCharts(M, OS);
   printByFile(M, OS);

@@ -249,8 +249,10 @@ private:
                                 {"diagnostics", std::move(Diagnostics)}}}});
   }
 
-  /// The fix-its of the findings on the requested lines, each a quick fix
-  /// (preferred: the fix-its torch-tidy reports are the safe ones).
+  /// The fix-its of the findings on the requested lines, each a quick fix:
+  /// a warning's own fix-it is safe and preferred; an unsafe one (it
+  /// changes what is trained, applied by --fix-unsafe) is offered too, not
+  /// preferred, and its title says so.
   json::Array codeActions(const json::Object *Params) {
     json::Array Actions;
     std::string Uri = documentUri(Params);
@@ -265,32 +267,40 @@ private:
     int64_t First = LineOf("start"), Last = LineOf("end");
     for (const Finding &F : It->second) {
       int64_t Line = int64_t(F.Loc.Line) - 1;
-      if (F.Fixes.empty() || Line < First || Line > Last)
+      if (Line < First || Line > Last)
         continue;
-      json::Object Changes;
-      for (const FixReplacement &R : F.Fixes) {
-        Location End = R.Loc;
-        End.Offset = R.Loc.Offset + R.Length;
-        Sources.resolve(End);
-        json::Array *Edits = nullptr;
-        std::string FileUri = uriFromPath(R.Loc.File);
-        if (!Changes.get(FileUri))
-          Changes[FileUri] = json::Array{};
-        Edits = Changes.getArray(FileUri);
-        Edits->push_back(json::Object{
-            {"range",
-             json::Object{{"start", position(R.Loc.File, R.Loc.Line,
-                                             R.Loc.Column)},
-                          {"end", position(End.File, End.Line, End.Column)}}},
-            {"newText", R.Replacement}});
-      }
-      Actions.push_back(json::Object{
-          {"title", "Apply the fix-it of " + F.Check},
-          {"kind", "quickfix"},
-          {"isPreferred", true},
-          {"edit", json::Object{{"changes", std::move(Changes)}}}});
+      if (!F.Fixes.empty())
+        Actions.push_back(action("Apply the fix-it of " + F.Check, F.Fixes,
+                                 /*Preferred=*/true));
+      if (!F.UnsafeFixes.empty())
+        Actions.push_back(action("Apply the unsafe fix-it of " + F.Check +
+                                     " (it changes what the code computes)",
+                                 F.UnsafeFixes, /*Preferred=*/false));
     }
     return Actions;
+  }
+
+  json::Object action(std::string Title, ArrayRef<FixReplacement> Fix,
+                      bool Preferred) {
+    json::Object Changes;
+    for (const FixReplacement &R : Fix) {
+      Location End = R.Loc;
+      End.Offset = R.Loc.Offset + R.Length;
+      Sources.resolve(End);
+      std::string FileUri = uriFromPath(R.Loc.File);
+      if (!Changes.get(FileUri))
+        Changes[FileUri] = json::Array{};
+      Changes.getArray(FileUri)->push_back(json::Object{
+          {"range",
+           json::Object{
+               {"start", position(R.Loc.File, R.Loc.Line, R.Loc.Column)},
+               {"end", position(End.File, End.Line, End.Column)}}},
+          {"newText", R.Replacement}});
+    }
+    return json::Object{{"title", std::move(Title)},
+                        {"kind", "quickfix"},
+                        {"isPreferred", Preferred},
+                        {"edit", json::Object{{"changes", std::move(Changes)}}}};
   }
 
   std::string Self;

@@ -106,7 +106,20 @@ public:
       Finding F;
       if (!readResult(Result, F))
         return bad("has a malformed result");
-      R.Findings.push_back(std::move(F));
+      // A log written with --baseline: its results keep their state.
+      std::optional<StringRef> State;
+      if (const json::Object *O = Result.getAsObject())
+        State = O->getString("baselineState");
+      if (State)
+        R.HasBaseline = true;
+      if (State == "unchanged")
+        R.Unchanged.push_back(std::move(F));
+      else if (State == "absent")
+        R.Absent.push_back(std::move(F));
+      else if (!State || State == "new" || State == "updated")
+        R.Findings.push_back(std::move(F));
+      else
+        return bad("has a result whose baselineState is '" + *State + "'");
     }
     return R;
   }
@@ -339,10 +352,17 @@ Report mergeReports(ArrayRef<Report> Reports) {
     Rules.insert(R.Rules.begin(), R.Rules.end());
     Merged.Findings.insert(Merged.Findings.end(), R.Findings.begin(),
                            R.Findings.end());
+    Merged.HasBaseline |= R.HasBaseline;
+    Merged.Unchanged.insert(Merged.Unchanged.end(), R.Unchanged.begin(),
+                            R.Unchanged.end());
+    Merged.Absent.insert(Merged.Absent.end(), R.Absent.begin(),
+                         R.Absent.end());
     Merged.ToolErrors.insert(Merged.ToolErrors.end(), R.ToolErrors.begin(),
                              R.ToolErrors.end());
   }
   sortAndUnique(Merged.Findings);
+  sortAndUnique(Merged.Unchanged);
+  sortAndUnique(Merged.Absent);
   Merged.Rules.assign(Rules.begin(), Rules.end());
   auto Key = [](const ToolError &E) { return std::tie(E.File, E.Message); };
   llvm::sort(Merged.ToolErrors, [&](const ToolError &A, const ToolError &B) {

@@ -3,7 +3,6 @@
 #include "ResultGathering.h"
 
 #include "Messages.h"
-#include "UnsafeFixes.h"
 #include <set>
 #include <tuple>
 
@@ -29,12 +28,17 @@ GatheredFixes gatherResults(std::vector<TUResult> &Results, bool Fixing,
         Message += "; first error: " + T.FirstCompileError;
       printError(Message);
     } else {
-      for (const Finding &F : T.Findings)
-        if (!F.isCompilerError())
-          G.Fixable.push_back(F);
-      std::vector<Finding> OnNotes = noteFixFindings(T.Errors);
-      G.UnsafeFixable.insert(G.UnsafeFixable.end(), OnNotes.begin(),
-                             OnNotes.end());
+      for (const Finding &F : T.Findings) {
+        if (F.isCompilerError())
+          continue;
+        G.Fixable.push_back(F);
+        if (!F.UnsafeFixes.empty()) {
+          // The same finding, carrying its unsafe fix-it as the one to apply.
+          Finding Unsafe = F;
+          Unsafe.Fixes = F.UnsafeFixes;
+          G.UnsafeFixable.push_back(std::move(Unsafe));
+        }
+      }
     }
     G.RawErrors.insert(G.RawErrors.end(), T.Errors.begin(), T.Errors.end());
     R.Findings.insert(R.Findings.end(), T.Findings.begin(), T.Findings.end());

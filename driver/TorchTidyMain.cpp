@@ -35,7 +35,6 @@
 #include "Subcommands.h"
 #include "Terminal.h"
 #include "TorchTidyForceLinker.h"
-#include "UnsafeFixes.h"
 #include "clang/Frontend/CompilerInvocation.h"
 #include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/ADT/StringSet.h"

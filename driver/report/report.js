@@ -1,9 +1,9 @@
 // torch-tidy report: draws the findings from the page's data island
 // (#report-data, written by driver/HtmlFinding.cpp, which decides what is
-// shown) a hundred at a time, and filters them by check, by file and by a
-// search, offline. Text goes into the page only as text (textContent),
+// shown) a hundred at a time, and filters them by check, by file, by a
+// search and (against a baseline) to the new ones, offline. Text goes into the page only as text (textContent),
 // never as markup. The filters live in the URL fragment
-// (#check=...&file=...&q=...), so a link can open the page filtered;
+// (#check=...&file=...&q=...&new=1), so a link can open the page filtered;
 // #f12 shows finding 12.
 //
 // For tests and bench/html_report.py: a script error is written into the
@@ -40,6 +40,7 @@
   var checkSelect = document.getElementById('filter-check');
   var fileSelect = document.getElementById('filter-file');
   var search = document.getElementById('search');
+  var newOnly = document.getElementById('filter-new'); // with a baseline only
   var shown = document.getElementById('shown');
   var noMatch = document.getElementById('no-match');
   var matches = []; // indices of the findings that pass the filters
@@ -122,7 +123,7 @@
     var f = findings[index];
     var check = data.checks[f.check];
     var number = index + 1;
-    var article = el('article', 'f g-' + check.group);
+    var article = el('article', 'f g-' + check.group + (f['new'] ? ' new' : ''));
     article.id = 'f' + number;
     article.setAttribute('data-check', f.check);
     article.setAttribute('data-file', String(f.steps[0][0]));
@@ -131,6 +132,7 @@
     link.href = '#f' + number;
     head.appendChild(link);
     head.appendChild(el('span', 'lv lv-' + f.level, f.level));
+    if (f['new']) head.appendChild(el('span', 'lv lv-new', 'new'));
     var name = el(check.docs ? 'a' : 'span', 'chk', f.check);
     if (check.docs) name.href = check.docs;
     head.appendChild(name);
@@ -202,10 +204,12 @@
     var check = checkSelect.value;
     var file = fileSelect.value;
     var query = search.value.trim().toLowerCase();
+    var onlyNew = newOnly !== null && newOnly.checked;
     matches = [];
     for (var i = 0; i < findings.length; i++) {
       var f = findings[i];
       if ((!check || f.check === check) && (!file || String(f.steps[0][0]) === file) &&
+          (!onlyNew || f['new']) &&
           (!query || searchText(i).indexOf(query) >= 0)) matches.push(i);
     }
     list.textContent = '';
@@ -250,6 +254,7 @@
     checkSelect.value = params.check && hasOption(checkSelect, params.check) ? params.check : '';
     fileSelect.value = params.file ? fileIndexOf(params.file) : '';
     search.value = params.q || '';
+    if (newOnly) newOnly.checked = params['new'] === '1';
     return true;
   }
 
@@ -260,6 +265,7 @@
       parts.push('file=' + encodeURIComponent(fileSelect.options[fileSelect.selectedIndex].getAttribute('data-path')));
     }
     if (search.value) parts.push('q=' + encodeURIComponent(search.value));
+    if (newOnly && newOnly.checked) parts.push('new=1');
     try {
       history.replaceState(null, '', parts.length ? '#' + parts.join('&') : location.pathname + location.search);
     } catch (e) {
@@ -275,6 +281,7 @@
     if (index < 0 || index >= findings.length) return;
     if (matches.indexOf(index) < 0) {
       checkSelect.value = fileSelect.value = search.value = '';
+      if (newOnly) newOnly.checked = false;
       apply();
     }
     drawMore(matches.indexOf(index) + 1);
@@ -289,6 +296,7 @@
   var pending = 0;
   checkSelect.addEventListener('change', changed);
   fileSelect.addEventListener('change', changed);
+  if (newOnly) newOnly.addEventListener('change', changed);
   search.addEventListener('input', function () {
     clearTimeout(pending);
     pending = setTimeout(changed, 200);

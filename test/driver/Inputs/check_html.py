@@ -6,8 +6,13 @@ Content-Security-Policy, no '<' inside the data. On a browser's DOM
 (chromium --dump-dom) it also checks what the script drew: one article per
 finding shown, with its check, location and steps.
 
+With --new N the page was made against a baseline: FINDINGS.json holds all
+the findings (new and unchanged), N of them are marked new in the data and
+counted so, and with --drawn --only-new only those are drawn, each marked.
+
 usage: check_html.py PAGE --json FINDINGS.json [--drawn] [--all-visible]
                           [--visible-check CHECK] [--ran-script]
+                          [--new N [--only-new]]
 """
 import argparse
 import collections
@@ -138,6 +143,31 @@ def check_data(page, doc):
             fail("%s: fix-its %r, the JSON has %d" % (where, d.get("fixes"), len(f["fixes"])))
 
 
+def check_new(page, args):
+    """The findings marked new, against --new (none without a baseline)."""
+    data = json.loads(page.data)
+    marked = [i for i, d in enumerate(data["findings"], start=1) if d.get("new")]
+    if args.new is None:
+        if marked or data.get("baseline") or "count-new" in page.ids or "filter-new" in page.ids:
+            fail("new findings marked in a page made without a baseline")
+        return
+    if not data.get("baseline") or "filter-new" not in page.ids:
+        fail("a page made against a baseline has no 'baseline' data or no #filter-new")
+    if len(marked) != args.new or int(page.text_of.get("count-new", -1)) != args.new:
+        fail("%d findings marked new, #count-new %r, expected %d"
+             % (len(marked), page.text_of.get("count-new"), args.new))
+    for art in page.articles:
+        number = int(art["attrs"]["id"][1:])
+        if ("new" in art["attrs"].get("class", "").split()) != (number in marked):
+            fail("finding #%d drawn with class %r" % (number, art["attrs"].get("class")))
+    if args.only_new:
+        drawn = sorted(int(a["attrs"]["id"][1:]) for a in page.articles)
+        if drawn != marked[:100]:
+            fail("drawn %r with only the new shown, expected %r" % (drawn, marked))
+        if int(page.by_id["shown"].get("data-shown", -1)) != args.new:
+            fail("#shown says %r, expected %d" % (page.by_id["shown"].get("data-shown"), args.new))
+
+
 def check_drawn(page, doc, args):
     """The articles that the page's script drew (a browser's DOM)."""
     findings = doc["findings"]
@@ -189,6 +219,8 @@ def main():
                     help="a browser's DOM: check the articles the script drew")
     ap.add_argument("--all-visible", action="store_true", help="no finding is filtered out")
     ap.add_argument("--visible-check", help="only this check's findings are shown")
+    ap.add_argument("--new", type=int, help="made against a baseline: N new findings")
+    ap.add_argument("--only-new", action="store_true", help="only the new findings are shown")
     ap.add_argument("--ran-script", action="store_true",
                     help="the page's script ran to the end without an error")
     args = ap.parse_args()
@@ -235,6 +267,7 @@ def main():
         fail("by-file counts %r, expected the first of %r" % (rows, worst))
 
     check_data(page, doc)
+    check_new(page, args)
     if args.drawn:
         check_drawn(page, doc, args)
     elif page.articles:

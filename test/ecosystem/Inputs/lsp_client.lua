@@ -1,6 +1,6 @@
 -- A real LSP client for `torch-tidy lsp`: Neovim's built-in one, headless.
--- Opens FILE, waits for torch-tidy's diagnostics, checks them, applies the
--- preferred code action, saves (didSave re-checks) and waits for the
+-- Opens FILE, waits for torch-tidy's diagnostics, lists them and their code
+-- actions, applies the preferred code action of the discarded result, saves (didSave re-checks) and waits for the
 -- fixed diagnostic to clear. Prints what it saw; exits 1 on any failure.
 --   nvim --headless --clean -c "luafile lsp_client.lua" -- TORCH_TIDY FILE FLAGS...
 local args = vim.v.argv
@@ -33,6 +33,22 @@ for _, d in ipairs(vim.diagnostic.get(0)) do
   local related = d.user_data and d.user_data.lsp and d.user_data.lsp.relatedInformation or {}
   for _, r in ipairs(related) do
     io.stdout:write(string.format('  related %d: %s\n', r.location.range.start.line + 1, r.message))
+  end
+end
+
+-- Every diagnostic's code actions: the safe fix-it preferred, an unsafe one
+-- offered but not preferred.
+for _, x in ipairs(vim.diagnostic.get(0)) do
+  local p = {
+    textDocument = { uri = vim.uri_from_bufnr(0) },
+    range = { start = { line = x.lnum, character = 0 }, ['end'] = { line = x.lnum, character = 0 } },
+    context = { diagnostics = {} },
+  }
+  for _, res in pairs(vim.lsp.buf_request_sync(0, 'textDocument/codeAction', p, 10000) or {}) do
+    for _, a in ipairs(res.result or {}) do
+      io.stdout:write(string.format('action %d: %s (%s)\n', x.lnum + 1, a.title,
+        a.isPreferred and 'preferred' or 'not preferred'))
+    end
   end
 end
 
