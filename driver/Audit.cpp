@@ -268,7 +268,10 @@ private:
     // The digest of the facts each TU was last analysed with.
     std::vector<std::string> AnalysedWith(Results.size());
     for (unsigned Round = 0; Round < MaxCrossTURounds; ++Round) {
-      CrossTUPlan Plan = planCrossTU(Results);
+      std::vector<bool> FirstPhase;
+      for (const std::string &Digest : AnalysedWith)
+        FirstPhase.push_back(Digest.empty());
+      CrossTUPlan Plan = planCrossTU(Results, FirstPhase);
       if (File.empty() || !writeSummaries(*Plan.Summaries, File)) {
         noteOnce("could not write the program's summaries to " +
                  std::string(File));

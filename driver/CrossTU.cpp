@@ -22,7 +22,18 @@ static std::vector<StringRef> strings(const json::Array *Array) {
   return Out;
 }
 
-CrossTUPlan planCrossTU(const std::vector<TUResult> &Results) {
+/// The entry contexts that TU \p Export's own calls give its functions:
+/// what its first analysis knew without the rest of the program.
+static ExternalSummaries ownEntries(const json::Object &Export) {
+  ExternalSummaries Own;
+  if (Error E = Own.addExport(Export))
+    consumeError(std::move(E));
+  Own.finishEntries();
+  return Own;
+}
+
+CrossTUPlan planCrossTU(const std::vector<TUResult> &Results,
+                        const std::vector<bool> &FirstPhase) {
   CrossTUPlan Plan;
   auto Merged = std::make_shared<ExternalSummaries>();
   std::vector<std::optional<json::Object>> Exports(Results.size());
@@ -46,19 +57,27 @@ CrossTUPlan planCrossTU(const std::vector<TUResult> &Results) {
   }
   Merged->finishEntries();
 
-  // Which TUs call each function: an entry context matters to the TU that
-  // defines the function only when another TU calls it.
+  // Which TUs call each function without defining it: an entry context
+  // matters to the TU that defines the function only when such a TU calls
+  // it. A TU that defines it too (an inline function, or one name in
+  // separate programs) calls its own definition and analyses those calls
+  // itself.
   StringMap<SmallVector<size_t, 2>> CallingTUs;
-  for (size_t I = 0; I < Results.size(); ++I)
-    if (Exports[I])
-      if (const json::Array *Calls = Exports[I]->getArray("calls"))
-        for (const json::Value &C : *Calls)
-          if (const json::Object *O = C.getAsObject())
-            if (std::optional<StringRef> Callee = O->getString("callee")) {
-              auto &TUs = CallingTUs[*Callee];
-              if (TUs.empty() || TUs.back() != I)
-                TUs.push_back(I);
-            }
+  for (size_t I = 0; I < Results.size(); ++I) {
+    if (!Exports[I])
+      continue;
+    const json::Object *Defined = Exports[I]->getObject("functions");
+    if (const json::Array *Calls = Exports[I]->getArray("calls"))
+      for (const json::Value &C : *Calls)
+        if (const json::Object *O = C.getAsObject())
+          if (std::optional<StringRef> Callee = O->getString("callee")) {
+            if (Defined && Defined->get(*Callee))
+              continue;
+            auto &TUs = CallingTUs[*Callee];
+            if (TUs.empty() || TUs.back() != I)
+              TUs.push_back(I);
+          }
+  }
 
   for (size_t I = 0; I < Results.size(); ++I) {
     if (!Exports[I])
@@ -81,11 +100,22 @@ CrossTUPlan planCrossTU(const std::vector<TUResult> &Results) {
     for (StringRef Callee : strings(Asked->getArray("summaries")))
       if (Merged->contains(Callee))
         Reads.push_back(Callee.str());
-    for (StringRef F : strings(Asked->getArray("entries")))
-      if (Own.contains(F) && Merged->hasEntry(F) &&
-          llvm::any_of(CallingTUs.lookup(F),
-                       [&](size_t Caller) { return Caller != I; }))
-        Reads.push_back(F.str());
+    // A function that other TUs call too (an inline function, a copy)
+    // often gets from them what its own TU's calls give it already.
+    std::optional<ExternalSummaries> OwnEntries;
+    for (StringRef F : strings(Asked->getArray("entries"))) {
+      if (!Own.contains(F) || !Merged->hasEntry(F) ||
+          llvm::none_of(CallingTUs.lookup(F),
+                        [&](size_t Caller) { return Caller != I; }))
+        continue;
+      if (I < FirstPhase.size() && FirstPhase[I]) {
+        if (!OwnEntries)
+          OwnEntries = ownEntries(Export);
+        if (Merged->sameEntry(F, *OwnEntries))
+          continue;
+      }
+      Reads.push_back(F.str());
+    }
     // A function no one calls starts the program, unless the program has a
     // main (every export says whether it asked).
     if (Asked->getBoolean("main").value_or(false) &&

@@ -28,7 +28,11 @@ struct CrossTUPlan {
 };
 
 /// Merges the exports of \p Results (a TU without one exports nothing).
-CrossTUPlan planCrossTU(const std::vector<TUResult> &Results);
+/// \p FirstPhase[I]: result I is still the first phase's, made without the
+/// program's facts; such a TU is analysed again for an entry context only
+/// when the other TUs' calls change it.
+CrossTUPlan planCrossTU(const std::vector<TUResult> &Results,
+                        const std::vector<bool> &FirstPhase);
 
 /// Writes the program's summaries to \p Path atomically; false on failure.
 bool writeSummaries(const clang::tidy::torch::ExternalSummaries &Summaries,

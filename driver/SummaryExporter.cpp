@@ -59,8 +59,10 @@ exportingConsumer(std::unique_ptr<ASTConsumer> Tidy, std::string &Out,
                   const clang::tidy::ClangTidyContext &Context) {
   auto Slot = std::make_shared<SharedModel>();
   std::vector<std::unique_ptr<ASTConsumer>> Consumers;
-  Consumers.push_back(std::make_unique<TakeModel>(
-      Slot, clang::tidy::torch::modelConfigFor(Context)));
+  clang::tidy::torch::ModelConfig Config =
+      clang::tidy::torch::modelConfigFor(Context);
+  Config.WholeProgram = true; // the TU's facts are exported for an audit
+  Consumers.push_back(std::make_unique<TakeModel>(Slot, std::move(Config)));
   Consumers.push_back(std::move(Tidy));
   Consumers.push_back(std::make_unique<ExportModel>(Slot, Out));
   return std::make_unique<MultiplexConsumer>(std::move(Consumers));

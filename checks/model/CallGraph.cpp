@@ -317,6 +317,8 @@ bool ProgramModel::isRecursive(const FunctionDecl &F) {
 
 bool ProgramModel::programDefinesMain() {
   buildCallGraph();
+  if (HasMain && (Config.External || Config.WholeProgram))
+    return true; // what the program's facts would say: nothing to read
   // Asked without an audit's facts too: the audit reruns the TU with them.
   Reads.Main = true;
   return Config.External &&

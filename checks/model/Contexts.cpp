@@ -129,11 +129,12 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   // shows: callers no one sees.
   bool Escapes = (!IsLambda && isAddressTaken(F)) ||
                  (Sites.empty() && Method && Method->isVirtual());
+  // Asked without the program's facts too: other TUs' calls may change
+  // the context (the audit's planner compares it with this TU's own).
+  Reads.Entries.insert(usrOf(F));
   std::optional<EntryContext> External;
-  if (Config.External) {
-    Reads.Entries.insert(usrOf(F));
+  if (Config.External)
     External = Config.External->entry(usrOf(F), F, *this);
-  }
   if (Sites.empty() || (Escapes && External)) {
     if (External) {
       External->Root = false;

@@ -87,6 +87,9 @@ public:
   size_t size() const { return Functions.size(); }
   bool contains(llvm::StringRef USR) const { return Functions.count(USR); }
   bool hasEntry(llvm::StringRef USR) const { return Entries.count(USR); }
+  /// Whether \p Other gives \p USR the same entry context (or none, as
+  /// this).
+  bool sameEntry(llvm::StringRef USR, const ExternalSummaries &Other) const;
   /// A digest of the facts of \p USRs, for cache keys.
   std::string digestOf(llvm::ArrayRef<std::string> USRs) const;
 

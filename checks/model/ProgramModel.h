@@ -112,6 +112,10 @@ struct ModelConfig {
   TorchApiOptions Api;
   /// Facts of other TUs (`torch.Summaries`, or the driver's audit).
   std::shared_ptr<const ExternalSummaries> External;
+  /// The TU is one of a whole program that is analysed together (an
+  /// audit exports its facts), so a main it defines is its program's:
+  /// known before the program's facts arrive.
+  bool WholeProgram = false;
 };
 
 class ProgramModel {

@@ -477,6 +477,14 @@ llvm::json::Object ExternalSummaries::toJSON() const {
   return Out;
 }
 
+bool ExternalSummaries::sameEntry(llvm::StringRef USR,
+                                  const ExternalSummaries &Other) const {
+  auto Mine = Entries.find(USR), Theirs = Other.Entries.find(USR);
+  if (Mine == Entries.end() || Theirs == Other.Entries.end())
+    return (Mine == Entries.end()) == (Theirs == Other.Entries.end());
+  return Mine->second == Theirs->second;
+}
+
 std::string
 ExternalSummaries::digestOf(llvm::ArrayRef<std::string> USRs) const {
   llvm::SHA256 Hash;
