@@ -41,6 +41,7 @@ Verdict judgePair(const RequirementMatch &M, const Operand &A,
 class SameDevice : public Requirement {
 public:
   llvm::StringRef name() const override { return "same-device"; }
+  bool operandsShareDevice() const override { return true; }
 
   bool match(const Stmt &S, const FlowModel &M, const State &St,
              RequirementMatch &Out) const override {

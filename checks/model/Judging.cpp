@@ -297,8 +297,31 @@ static MemberDecision memberDecision(const Obligation &O) {
              : MemberDecision::None;
 }
 
-static bool decidedByMembers(const Obligation &O) {
-  return memberDecision(O) == MemberDecision::Members;
+/// Whether the function that matched \p O put one operand on a device
+/// variable it holds (a Device parameter or member) and met it with a value
+/// its callers handed over untouched: the statement that mixes them is the
+/// one to fix, as `logits == batch.y` after `batch.x.to(device)`. Two
+/// values the callers handed over (`a + b`), or a member on a fixed device,
+/// are the callers' to match.
+static bool mixesChosenDeviceWithCallers(const Obligation &O) {
+  if (!O.Kind->operandsShareDevice())
+    return false;
+  bool Chosen = false, Callers = false;
+  for (const Operand &Op : O.Site.Operands) {
+    const Sourced<DeviceValue> &D = Op.Facts.Device;
+    Chosen |= D.Value.isSymbolic();
+    Callers |= !D.Value.isKnown() && isa_and_nonnull<ParmVarDecl>(D.Entry) &&
+               !isDeviceType(D.Entry->getType());
+  }
+  return Chosen && Callers;
+}
+
+/// Whether \p O is its statement's to report when the function's callers
+/// (all in this TU) prove it, rather than each call's.
+static bool decidedAtStatement(const Obligation &O) {
+  MemberDecision Why = memberDecision(O);
+  return Why == MemberDecision::Members ||
+         (Why == MemberDecision::None && mixesChosenDeviceWithCallers(O));
 }
 
 /// The summary's own lift of the requirement \p Kind matched at \p AtStmt
@@ -320,7 +343,7 @@ static const Obligation *ownLift(const FunctionSummary *Summary,
 static bool leftToCallers(const FunctionSummary *Summary,
                           const Requirement *Kind, const Stmt *AtStmt) {
   if (const Obligation *Own = ownLift(Summary, Kind, AtStmt))
-    return !decidedByMembers(*Own);
+    return !decidedAtStatement(*Own);
   return lifts(Summary, Kind, AtStmt, SourceLocation());
 }
 
@@ -366,7 +389,7 @@ bool ProgramModel::reportedAtStatement(const Obligation &O) {
   if (!F || !O.AtStmt || isAnalysing(*F))
     return false;
   const Obligation *Own = ownLift(summary(*F), O.Kind, O.AtStmt);
-  if (!Own || !decidedByMembers(*Own))
+  if (!Own || !decidedAtStatement(*Own))
     return false;
   const FlowAnalysis *A = analysis(*F);
   std::optional<State> St = A ? A->stateBefore(*O.AtStmt) : std::nullopt;

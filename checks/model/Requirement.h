@@ -113,6 +113,10 @@ public:
   /// decide: when the verdict depends on one, answer Callers.
   virtual Verdict judge(const RequirementMatch &Site,
                         const SiteContext &Context) const = 0;
+  /// Whether the operands must share a device: then a statement that meets
+  /// a device its function chose with a value the callers handed over
+  /// untouched is the one to blame (Judging.cpp).
+  virtual bool operandsShareDevice() const { return false; }
 
   /// Every registered requirement, in registration order.
   static llvm::ArrayRef<const Requirement *> all();

@@ -1067,3 +1067,39 @@ void ternary_struct_elements(bool skip) {
   auto m = torch::mm(samples[0].x, torch::ones({4, 2}).cuda());
   // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'at::mm' combines 'samples[0].x' on CPU {{.*}}with 'torch::ones({4, 2}).cuda()' on CUDA [torch-device-mismatch]
 }
+
+// Who is to blame. A helper that moves one value to a device it holds and
+// meets it with a value its callers handed over untouched is the statement
+// to fix: reported there when every caller proves it, and at the call that
+// proves it when the callers disagree. Two untouched values are the
+// callers' to match: reported at each call.
+struct LabelledBatch {
+  torch::Tensor x, y;
+};
+LabelledBatch host_batch() { return {torch::randn({2, 4}), torch::zeros({2})}; }
+int64_t count_correct(const LabelledBatch &batch, torch::Device device) {
+  auto predicted = batch.x.to(device).argmax(1);
+  return (predicted == batch.y).sum().item<int64_t>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:21: warning: operator '==' combines 'predicted' on 'device' with 'batch.y' on CPU (from 'host_batch()' at {{.*}}); this crashes on a machine where 'device' is CUDA [torch-device-mismatch]
+}
+void validate_all(torch::Device device) {
+  for (int i = 0; i < 3; ++i)
+    count_correct(host_batch(), device);
+}
+int64_t count_correct_either(const LabelledBatch &batch, torch::Device device) {
+  auto predicted = batch.x.to(device).argmax(1);
+  return (predicted == batch.y).sum().item<int64_t>();
+}
+void validate_moved_and_not(torch::Device device) {
+  auto batch = host_batch();
+  count_correct_either({batch.x, batch.y.to(device)}, device);
+  count_correct_either(batch, device);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'count_correct_either()' combines 'predicted' on 'device' {{.*}}with 'batch.y' on CPU {{.*}}[torch-device-mismatch]
+}
+torch::Tensor add_features(const torch::Tensor &a, const torch::Tensor &b) {
+  return a + b;
+}
+void add_mixed(torch::Device device) {
+  add_features(torch::randn({4}, device), torch::randn({4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'add_features()' combines {{.*}}[torch-device-mismatch]
+}
