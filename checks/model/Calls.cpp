@@ -268,6 +268,53 @@ static void defaultConstructMembers(const CXXConstructorDecl &Ctor,
   }
 }
 
+/// A member type that can share a module with the caller's handle: a
+/// holder, a shared_ptr of a module, a pointer or reference to one.
+static bool canShareModule(QualType T) {
+  if (isSharedModuleHandleType(T))
+    return true;
+  QualType Pointee = T->getPointeeType();
+  return !Pointee.isNull() && isModuleHandleType(Pointee);
+}
+
+/// Whether the object that \p Ctor builds may keep the module that \p Param
+/// hands it: it has a member that can share a module, and the summary does
+/// not prove that every such member ends on facts of its own (a clone moved
+/// elsewhere keeps nothing of the caller's; `net_(net)` keeps the module).
+static bool mayKeepModule(const CXXConstructorDecl &Ctor,
+                          const FunctionSummary &Summary,
+                          const ParmVarDecl &Param) {
+  const CXXRecordDecl *Class = Ctor.getParent();
+  for (const CXXBaseSpecifier &Base : Class->bases()) {
+    const CXXRecordDecl *B = Base.getType()->getAsCXXRecordDecl();
+    if (!B || !B->hasDefinition() || !B->field_empty() ||
+        B->getNumBases() > 0)
+      if (!isModuleHandleType(Base.getType()))
+        return true; // members of a base this does not look into
+  }
+  auto Mentions = [&](const ValueFacts &V) {
+    for (const ValueDecl *D : {V.Device.Entry, V.Device.AlsoEntry, V.Pin.Entry,
+                               V.Graph.Entry, V.Mode.Entry})
+      if (D == &Param)
+        return true;
+    return false;
+  };
+  for (const FieldDecl *Field : Class->fields()) {
+    if (!canShareModule(Field->getType()))
+      continue;
+    Location Member = Location::member(Field);
+    const SummaryEffect *Effect = nullptr;
+    for (const SummaryEffect &E : Summary.Effects)
+      if (E.Where == Member)
+        Effect = &E;
+    if (!Effect || Effect->Exit.withoutEntries().isUnknown() ||
+        Mentions(Effect->Exit) ||
+        llvm::is_contained(Summary.Clobbers, Member))
+      return true;
+  }
+  return false;
+}
+
 void FlowModel::transferConstruction(const CXXConstructExpr &E,
                                      const Location &Object,
                                      State &St) const {
@@ -285,11 +332,18 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
     // A module handle handed to a constructor may be kept: the object then
     // shares the module, and whatever it does to it later (moves it,
     // switches its mode) the caller's handle cannot follow. It becomes
-    // unknown.
-    for (const Expr *Arg : Call.Arguments)
-      if (Arg && isModuleHandleType(Arg->getType().getNonReferenceType()))
-        if (Location Handle = locationOf(stripConversions(Arg)))
-          St.forgetTree(Handle);
+    // unknown, unless the object provably keeps no such handle.
+    for (size_t I = 0; I < Call.Arguments.size(); ++I) {
+      const Expr *Arg = Call.Arguments[I];
+      if (!Arg || !isModuleHandleType(Arg->getType().getNonReferenceType()))
+        continue;
+      const ParmVarDecl *Param =
+          Ctor && I < Ctor->getNumParams() ? Ctor->getParamDecl(I) : nullptr;
+      if (Param && !mayKeepModule(*Ctor, *Summary, *Param))
+        continue;
+      if (Location Handle = locationOf(stripConversions(Arg)))
+        St.forgetTree(Handle);
+    }
     return;
   }
   St.forgetTree(Object);

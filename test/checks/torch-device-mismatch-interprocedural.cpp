@@ -1103,3 +1103,31 @@ void add_mixed(torch::Device device) {
   add_features(torch::randn({4}, device), torch::randn({4}));
   // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: 'add_features()' combines {{.*}}[torch-device-mismatch]
 }
+
+// A module handed to a constructor. An object that keeps it (`net_(net)`)
+// shares the module and may move it later: the caller's handle becomes
+// unknown. One that only reads it, with no member that could share a
+// module, leaves the caller's facts as they were.
+struct KeepsNet {
+  explicit KeepsNet(const Net &net) : net_(net) {}
+  void to_host() { net_->to(torch::kCPU); }
+  Net net_;
+};
+struct CountsParameters {
+  explicit CountsParameters(const Net &net) : count_(net->parameters().size()) {}
+  size_t count_;
+};
+void constructor_keeps_module() {
+  Net net;
+  net->to(torch::kCUDA);
+  KeepsNet keeper(net);
+  keeper.to_host();
+  net->forward(torch::randn({2, 4})); // near-miss: the keeper moved it back
+}
+void constructor_reads_module() {
+  Net net;
+  net->to(torch::kCUDA);
+  CountsParameters counter(net);
+  net->forward(torch::randn({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on CUDA but is called with 'torch::randn({2, 4})' on CPU [torch-device-mismatch]
+}
