@@ -99,8 +99,9 @@ double score_fold(Regressor &net, const torch::Tensor &X, const torch::Tensor &Y
     auto yb = Y.index_select(0, idx);
     // OK(torch-inference-without-no-grad): the caller holds a NoGradGuard.
     auto pred = net->forward(xb);
-    // OK(torch-device-mismatch): a mismatch between parameters is reported
-    // at the call of score_fold(), not here.
+    // BUG(torch-device-mismatch): the predictions are on 'device' (the
+    // inputs were moved there), the targets are slices of Y, which never
+    // left the host: this function moves one and forgets the other.
     auto err = torch::mse_loss(pred, yb, torch::Reduction::Sum);
     // OK(torch-loss-accumulation-graph): no graph under the caller's guard,
     // and .item() returns a double anyway.
@@ -126,8 +127,8 @@ int main() {
     double val = 0.0;
     {
       torch::NoGradGuard no_grad;
-      // BUG(torch-device-mismatch): score_fold() compares the predictions on
-      // 'device' with slices of Y, which never left the host.
+      // OK(torch-device-mismatch): every call passes the host Y, so the
+      // mismatch is reported in score_fold(), where it is made.
       val = score_fold(net, X, Y, split, device);
     }
     fold_scores.push_back(val);
