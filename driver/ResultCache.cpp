@@ -1,11 +1,14 @@
 //===--- ResultCache.cpp - torch-tidy driver ------------------------------===//
 //
 // An entry is JSON:
-//   {"version": 2, "file": ..., "enabledChecks": [...],
+//   {"version": 3, "file": ..., "enabledChecks": [...],
 //    "findings": [<Finding>...], "dependencies": [{"file", "digest"}...],
-//    "summaryExport": {...}}
+//    "summaryExport": {...}, "firstCompileError": "...",
+//    "absentIncludes": ["<path>"...]}
 // where summaryExport, when present, is what the TU exported for the
-// cross-TU phase (checks/analysis/ExternalSummaries.h).
+// cross-TU phase (checks/model/ExternalSummaries.h); a TU with compiler
+// errors has firstCompileError, and absentIncludes when a header was not
+// found: the entry holds while none of those paths exists.
 // Findings are toJSON(Finding) plus what the text format needs to print them
 // exactly as a fresh run does: byte offsets, highlighted ranges, the source
 // lines, and whether a warning was promoted to an error.
@@ -25,7 +28,7 @@ using namespace llvm;
 namespace torchtidy {
 namespace {
 
-constexpr int EntryVersion = 2;
+constexpr int EntryVersion = 3;
 
 json::Array rangesToJSON(const std::vector<ByteRange> &Ranges) {
   json::Array Out;
@@ -154,6 +157,19 @@ std::optional<TUResult> ResultCache::lookup(StringRef Key) {
       return std::nullopt;
     Result.Dependencies.push_back(Path->str());
   }
+  // A TU with compiler errors: the headers it did not find must still be
+  // missing, and its errors are reported again.
+  if (const json::Array *Absent = Entry->getArray("absentIncludes"))
+    for (const json::Value &A : *Absent) {
+      std::optional<StringRef> Path = A.getAsString();
+      if (!Path || sys::fs::exists(*Path))
+        return std::nullopt;
+      Result.AbsentIncludes.push_back(Path->str());
+    }
+  if (std::optional<StringRef> First = Entry->getString("firstCompileError")) {
+    Result.CompileError = true;
+    Result.FirstCompileError = First->str();
+  }
   for (const json::Value &V : *Findings) {
     Finding F;
     if (!findingFromJSON(V, F))
@@ -173,8 +189,7 @@ std::optional<TUResult> ResultCache::lookup(StringRef Key) {
 }
 
 void ResultCache::store(StringRef Key, const TUResult &Result) {
-  if (Result.CompileError || !Result.ToolError.empty() ||
-      Result.Dependencies.empty())
+  if (!Result.ToolError.empty() || Result.Dependencies.empty())
     return;
   json::Array Dependencies;
   for (const std::string &Path : Result.Dependencies) {
@@ -191,6 +206,10 @@ void ResultCache::store(StringRef Key, const TUResult &Result) {
                      {"enabledChecks", json::Array(Result.EnabledChecks)},
                      {"findings", std::move(Findings)},
                      {"dependencies", std::move(Dependencies)}};
+  if (!Result.AbsentIncludes.empty())
+    Entry["absentIncludes"] = json::Array(Result.AbsentIncludes);
+  if (Result.CompileError)
+    Entry["firstCompileError"] = Result.FirstCompileError;
   if (!Result.SummaryExport.empty()) {
     Expected<json::Value> Export = json::parse(Result.SummaryExport);
     if (!Export) {

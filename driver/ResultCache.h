@@ -37,8 +37,9 @@ public:
   std::optional<TUResult> lookup(llvm::StringRef Key);
 
   /// Stores \p Result, which must carry its Dependencies. A TU with compiler
-  /// or tool errors is not stored: its dependency list may lack the header
-  /// whose absence caused the error.
+  /// errors is stored with the places its missing headers would be found at
+  /// (AbsentIncludes): a header created there since is a miss. One with a
+  /// tool error is not stored.
   void store(llvm::StringRef Key, const TUResult &Result);
 
 private:

@@ -31,15 +31,19 @@
 #include "clang/Frontend/CompilerInvocation.h"
 #include "clang/Frontend/FrontendActions.h"
 #include "clang/Frontend/Utils.h"
+#include "clang/Lex/DirectoryLookup.h"
+#include "clang/Lex/HeaderSearch.h"
 #include "clang/Lex/PreprocessorOptions.h"
 #include "clang/Tooling/ArgumentsAdjusters.h"
 #include "clang/Tooling/Tooling.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/Threading.h"
 #include "llvm/Support/VirtualFileSystem.h"
 #include "llvm/Support/thread.h"
 #include <algorithm>
+#include <set>
 
 using namespace llvm;
 using namespace clang;
@@ -70,14 +74,45 @@ private:
 /// Every source file a TU reads, system headers and a PCH's inputs
 /// included (but not the PCH itself: a cache, not a source).
 class AllDependencies : public DependencyCollector {
+public:
+  /// The spelled names of the headers that were not found, and the
+  /// directories of the header search (EndSourceFileAction fills them).
+  std::vector<std::string> Missing, SearchDirectories;
+
+private:
   bool needSystemDependencies() override { return true; }
   bool sawDependency(StringRef Filename, bool FromModule, bool IsSystem,
                      bool IsModuleFile, bool IsMissing) override {
+    if (IsMissing)
+      Missing.push_back(Filename.str());
     return !IsModuleFile && !IsMissing &&
            DependencyCollector::sawDependency(Filename, FromModule, IsSystem,
                                               IsModuleFile, IsMissing);
   }
 };
+
+/// The places a missing header would be found at: each name under every
+/// search directory and every directory of a file the TU read (a quoted
+/// include starts at its includer's).
+static std::vector<std::string>
+absentIncludes(const AllDependencies &Deps,
+               const std::vector<std::string> &Read, StringRef CommandDir) {
+  std::set<std::string> Directories;
+  for (const std::string &D : Deps.SearchDirectories)
+    Directories.insert(dependencyPath(D, CommandDir));
+  for (const std::string &File : Read)
+    Directories.insert(sys::path::parent_path(File).str());
+  std::set<std::string> Out;
+  for (const std::string &Name : Deps.Missing) {
+    if (sys::path::is_absolute(Name)) {
+      Out.insert(Name);
+      continue;
+    }
+    for (const std::string &D : Directories)
+      Out.insert((D + "/" + Name));
+  }
+  return {Out.begin(), Out.end()};
+}
 
 class TidyActionFactory : public FrontendActionFactory {
 public:
@@ -141,6 +176,17 @@ private:
       if (Guard)
         Guard->attach(CI.getPreprocessor());
       return ASTFrontendAction::BeginSourceFileAction(CI);
+    }
+    void EndSourceFileAction() override {
+      if (Dependencies && !Dependencies->Missing.empty() &&
+          getCompilerInstance().hasPreprocessor())
+        for (const DirectoryLookup &Lookup : getCompilerInstance()
+                                                 .getPreprocessor()
+                                                 .getHeaderSearchInfo()
+                                                 .search_dir_range())
+          if (OptionalDirectoryEntryRef Dir = Lookup.getDirRef())
+            Dependencies->SearchDirectories.push_back(Dir->getName().str());
+      ASTFrontendAction::EndSourceFileAction();
     }
     std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance &CI,
                                                    StringRef File) override {
@@ -341,9 +387,14 @@ TUResult runOne(const TUJob &Job, const RunOptions &Options,
       llvm::all_of(Job.Commands, [&](const CompileCommand &C) {
         return C.Directory == Job.Commands.front().Directory;
       }))
+  {
     for (const std::string &Name : Factory.Dependencies->getDependencies())
       Result.Dependencies.push_back(
           dependencyPath(Name, Job.Commands.front().Directory));
+    Result.AbsentIncludes =
+        absentIncludes(*Factory.Dependencies, Result.Dependencies,
+                       Job.Commands.front().Directory);
+  }
 
   Result.SummaryExport = std::move(Factory.SummaryExport);
   SourceCache Sources;

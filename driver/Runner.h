@@ -68,6 +68,10 @@ struct TUResult {
   std::string ToolError;
   /// Every file the TU read, absolute (with TUExtras::CollectDependencies).
   std::vector<std::string> Dependencies;
+  /// Where each header the TU could not find would have been found: every
+  /// directory it was looked for in, joined with its name. A file created
+  /// at one of them changes the result (with CollectDependencies).
+  std::vector<std::string> AbsentIncludes;
   /// What the TU exports for the cross-TU phase (TUExtras::ExportSummaries),
   /// as JSON text; empty when not asked for.
   std::string SummaryExport;
