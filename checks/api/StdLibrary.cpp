@@ -101,6 +101,33 @@ bool isTupleLike(QualType T) {
   return isStdClass(RD, "pair") || isStdClass(RD, "tuple");
 }
 
+/// A standard library iterator type (or a pointer, an array's iterator).
+static bool isIteratorType(QualType T) {
+  T = T.getNonReferenceType().getCanonicalType();
+  if (T->isPointerType())
+    return true;
+  const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+  return RD && RD->getIdentifier() &&
+         RD->getName().contains_insensitive("iterator");
+}
+
+/// The iterator that \p E offsets (`it + n`, `std::next(it, n)`), else E.
+static const Expr *offsetIterator(const Expr *E) {
+  if (!isIteratorType(E->getType()))
+    return E;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E);
+      Op && Op->getNumArgs() == 2 &&
+      (Op->getOperator() == OO_Plus || Op->getOperator() == OO_Minus))
+    return Op->getArg(0)->IgnoreImplicit();
+  if (const auto *Call = dyn_cast<CallExpr>(E))
+    if (const FunctionDecl *FD = Call->getDirectCallee();
+        FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+        (FD->getName() == "next" || FD->getName() == "prev") &&
+        Call->getNumArgs() >= 1)
+      return Call->getArg(0)->IgnoreImplicit();
+  return E;
+}
+
 const Expr *iteratedContainer(const Expr &Init) {
   const Expr *E = Init.IgnoreImplicit();
   // A built-in array decayed to a pointer to its first element.
@@ -109,6 +136,19 @@ const Expr *iteratedContainer(const Expr &Init) {
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(E);
       Construct && Construct->getNumArgs() == 1)
     E = Construct->getArg(0)->IgnoreImplicit();
+  // A copy of another local iterator, or an offset from one (`auto j = it;`,
+  // `it + n`): the container it walks, as its initialiser says.
+  E = offsetIterator(E);
+  if (const auto *Copy = dyn_cast<CXXConstructExpr>(E);
+      Copy && Copy->getNumArgs() == 1)
+    E = Copy->getArg(0)->IgnoreImplicit();
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+        Var && Var->hasLocalStorage() && !isa<ParmVarDecl>(Var) &&
+        !Var->getType()->isReferenceType() && Var->getInit() &&
+        Var->getInit()->IgnoreImplicit() != &Init)
+      if (isIteratorType(Var->getType()))
+        return iteratedContainer(*Var->getInit());
   // `m.try_emplace(k, v).first`, `s.insert(x).first`: the element's place.
   if (const auto *First = dyn_cast<MemberExpr>(E);
       First && First->getMemberDecl()->getIdentifier() &&

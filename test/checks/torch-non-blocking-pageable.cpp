@@ -194,3 +194,23 @@ void upload_returned_clips(torch::Device device) {
   for (const auto &clip : make_pinned_clips(4))
     auto x = clip.to(device, /*non_blocking=*/true);
 }
+
+// Iterators copied from or offset from another walk its container: a
+// batch gathered from `j = it` up to `it + n` holds the container's clips.
+void upload_iterator_batches(torch::Device device) {
+  auto clips = make_clips(64);
+  for (auto it = clips.cbegin(); it != clips.cend(); it += 8) {
+    std::vector<torch::Tensor> batch;
+    for (auto j = it; j != it + 8; ++j)
+      batch.push_back(*j);
+    auto x = batch.front().to(device, /*non_blocking=*/true);
+    // CHECK-MESSAGES: :[[@LINE-1]]:28: warning: non_blocking copy of 'batch.front()'{{.*}}[torch-non-blocking-pageable]
+    auto k = std::next(it, 2);
+    auto y = k->to(device, /*non_blocking=*/true);
+    // CHECK-MESSAGES: :[[@LINE-1]]:17: warning: non_blocking copy of {{.*}}[torch-non-blocking-pageable]
+  }
+  auto pinned = make_pinned_clips(64);
+  for (auto it = pinned.cbegin(); it != pinned.cend(); it += 8)
+    for (auto j = it; j != it + 8; ++j)
+      auto x = j->to(device, /*non_blocking=*/true);
+}
