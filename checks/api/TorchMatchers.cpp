@@ -44,12 +44,20 @@ std::string quotedSource(const Expr *E, const ASTContext &Ctx,
   if (!E)
     return Fallback.str();
   E = stripConversions(E);
+  // `j->to(...)`: the object is `j.operator->()`, spelled `j->`; it is `*j`.
+  std::string Prefix;
+  if (const auto *Arrow = dyn_cast<CXXOperatorCallExpr>(E);
+      Arrow && Arrow->getOperator() == OO_Arrow && Arrow->getNumArgs() == 1) {
+    Prefix = "*";
+    E = stripConversions(Arrow->getArg(0));
+  }
   StringRef Text = Lexer::getSourceText(
       CharSourceRange::getTokenRange(E->getSourceRange()),
       Ctx.getSourceManager(), Ctx.getLangOpts());
-  if (Text.empty() || Text.size() > MaxLength || Text.contains('\n'))
+  if (Text.empty() || Text.size() + Prefix.size() > MaxLength ||
+      Text.contains('\n'))
     return Fallback.str();
-  return ("'" + Text + "'").str();
+  return ("'" + Prefix + Text + "'").str();
 }
 
 llvm::ArrayRef<llvm::StringRef> emptyCacheFunctionNames() {
