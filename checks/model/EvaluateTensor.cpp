@@ -181,8 +181,10 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
     F.Graph = {GraphState::NoGraph, E.getExprLoc()};
   else if (AnyInGraph)
     F.Graph = {GraphState::InGraph, E.getExprLoc()};
-  if (F.Device.Value.isCPU())
-    F.Pin = {Pinning::Pageable, E.getExprLoc()};
+  // A computed tensor is a fresh allocation, never pinned: on the host, it
+  // is pageable wherever its operands' device is decided (a callee's result
+  // on its parameter's device is pageable where the caller's is the CPU).
+  F.Pin = {Pinning::Pageable, E.getExprLoc()};
   return F;
 }
 

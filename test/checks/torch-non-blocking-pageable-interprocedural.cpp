@@ -274,3 +274,16 @@ GraphBatch upload_graph(const GraphBatch &g, torch::Device d) {
 void train_graph(torch::Device device) {
   GraphBatch g = upload_graph(make_graph(), device);
 }
+
+// A helper that computes on its parameter returns a fresh tensor on the
+// parameter's device: pageable on the host, even from a pinned argument.
+torch::Tensor standardise(const torch::Tensor &features) {
+  return (features - 0.5) * 2.0;
+}
+void upload_computed(torch::Device device) {
+  auto host = torch::randn({8, 16}).pin_memory();
+  auto x = standardise(host).to(device, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:30: warning: non_blocking copy of 'standardise(host)'{{.*}}[torch-non-blocking-pageable]
+  auto on_device = torch::randn({8, 16}, device);
+  auto y = standardise(on_device).to(device, /*non_blocking=*/true);
+}
