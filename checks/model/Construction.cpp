@@ -1,0 +1,132 @@
+//===--- Construction.cpp - torch-tidy ------------------------------------===//
+//
+// FlowModel at a construction: the object a constructor builds (its
+// summary, the members it leaves default-constructed, an autocast guard it
+// switches) and what it does to the module handles it is handed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FlowModel.h"
+#include "ProgramModel.h"
+#include "Summary.h"
+#include "api/StdLibrary.h"
+#include "api/TorchApi.h"
+#include "api/TorchMatchers.h"
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/ExprCXX.h"
+
+namespace clang::tidy::torch {
+
+/// The members of \p Object that a constructor of \p Class leaves alone
+/// (no initialiser in the class or the constructor): default-constructed,
+/// empty tensors and containers.
+static void defaultConstructMembers(const CXXConstructorDecl &Ctor,
+                                    const Location &Object, State &St) {
+  llvm::SmallPtrSet<const FieldDecl *, 8> Initialised;
+  for (const CXXCtorInitializer *Init : Ctor.inits())
+    if (Init->isWritten() && Init->getMember())
+      Initialised.insert(Init->getMember());
+  ValueFacts Nothing;
+  Nothing.Empty = true;
+  for (const FieldDecl *Field : Ctor.getParent()->fields()) {
+    if (Field->hasInClassInitializer() || Initialised.contains(Field))
+      continue;
+    Location Member = Object.child(Selector::field(Field));
+    QualType Type = Field->getType();
+    if (containerRecord(Type) || isTensorArrayType(Type))
+      St.set(Member.child(Selector::element()), Nothing);
+    else if (isTensorType(Field->getType()))
+      St.set(Member, Nothing);
+  }
+}
+
+/// A member type that can share a module with the caller's handle: a
+/// holder, a shared_ptr of a module, a pointer or reference to one.
+static bool canShareModule(QualType T) {
+  if (isSharedModuleHandleType(T))
+    return true;
+  QualType Pointee = T->getPointeeType();
+  return !Pointee.isNull() && isModuleHandleType(Pointee);
+}
+
+/// Whether the object that \p Ctor builds may keep the module that \p Param
+/// hands it: it has a member that can share a module, and the summary does
+/// not prove that every such member ends on facts of its own (a clone moved
+/// elsewhere keeps nothing of the caller's; `net_(net)` keeps the module).
+static bool mayKeepModule(const CXXConstructorDecl &Ctor,
+                          const FunctionSummary &Summary,
+                          const ParmVarDecl &Param) {
+  const CXXRecordDecl *Class = Ctor.getParent();
+  for (const CXXBaseSpecifier &Base : Class->bases()) {
+    const CXXRecordDecl *B = Base.getType()->getAsCXXRecordDecl();
+    if (!B || !B->hasDefinition() || !B->field_empty() ||
+        B->getNumBases() > 0)
+      if (!isModuleHandleType(Base.getType()))
+        return true; // members of a base this does not look into
+  }
+  auto Mentions = [&](const ValueFacts &V) {
+    for (const ValueDecl *D : {V.Device.Entry, V.Device.AlsoEntry, V.Pin.Entry,
+                               V.Graph.Entry, V.Mode.Entry})
+      if (D == &Param)
+        return true;
+    return false;
+  };
+  for (const FieldDecl *Field : Class->fields()) {
+    if (!canShareModule(Field->getType()))
+      continue;
+    Location Member = Location::member(Field);
+    const SummaryEffect *Effect = nullptr;
+    for (const SummaryEffect &E : Summary.Effects)
+      if (E.Where == Member)
+        Effect = &E;
+    if (!Effect || Effect->Exit.withoutEntries().isUnknown() ||
+        Mentions(Effect->Exit) ||
+        llvm::is_contained(Summary.Clobbers, Member))
+      return true;
+  }
+  return false;
+}
+
+void FlowModel::transferConstruction(const CXXConstructExpr &E,
+                                     const Location &Object,
+                                     State &St) const {
+  ResolvedCall Call = resolve(E);
+  Call.Object = Object;
+  const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Call.Callee);
+  if (const FunctionSummary *Summary =
+          Call.Callee ? Program.summary(*Call.Callee) : nullptr) {
+    // Members the constructor leaves alone are default-constructed.
+    St.forgetTree(Object);
+    if (Ctor && !Ctor->isCopyOrMoveConstructor())
+      defaultConstructMembers(*Ctor, Object, St);
+    applySummary(Call, *Summary, Location(), St);
+    applyAutocastSummary(E, Summary, St); // an autocast guard
+    // A module handle handed to a constructor may be kept: the object then
+    // shares the module, and whatever it does to it later (moves it,
+    // switches its mode) the caller's handle cannot follow. It becomes
+    // unknown, unless the object provably keeps no such handle.
+    for (size_t I = 0; I < Call.Arguments.size(); ++I) {
+      const Expr *Arg = Call.Arguments[I];
+      if (!Arg || !isModuleHandleType(Arg->getType().getNonReferenceType()))
+        continue;
+      const ParmVarDecl *Param =
+          Ctor && I < Ctor->getNumParams() ? Ctor->getParamDecl(I) : nullptr;
+      if (Param && !mayKeepModule(*Ctor, *Summary, *Param))
+        continue;
+      if (Location Handle = locationOf(stripConversions(Arg)))
+        St.forgetTree(Handle);
+    }
+    return;
+  }
+  St.forgetTree(Object);
+  forgetOpaqueEffects(Call, St);
+  // The compiler's default constructor default-constructs every member
+  // (an autocast guard among them switches autocast on).
+  if (Ctor && Ctor->isDefaultConstructor() && !Ctor->isUserProvided() &&
+      Ctor->getParent()->hasDefinition()) {
+    defaultConstructMembers(*Ctor, Object, St);
+    applyMemberAutocast(*Ctor->getParent(), &E, /*Destroy=*/false, St);
+  }
+}
+
+} // namespace clang::tidy::torch
