@@ -46,18 +46,7 @@ std::string uriFromPath(StringRef Path) {
 std::string pathFromUri(StringRef Uri) {
   if (!Uri.consume_front("file://"))
     return "";
-  std::string Path;
-  for (size_t I = 0; I < Uri.size(); ++I) {
-    unsigned Byte = 0;
-    if (Uri[I] == '%' && I + 2 < Uri.size() &&
-        !Uri.substr(I + 1, 2).getAsInteger(16, Byte)) {
-      Path += char(Byte);
-      I += 2;
-    } else {
-      Path += Uri[I];
-    }
-  }
-  return Path;
+  return percentDecode(Uri);
 }
 
 namespace {

@@ -26,21 +26,6 @@ Error fail(const Twine &Message) {
   return createStringError(inconvertibleErrorCode(), Message);
 }
 
-std::string percentDecode(StringRef Text) {
-  std::string Out;
-  for (size_t I = 0; I < Text.size(); ++I) {
-    unsigned Byte;
-    if (Text[I] == '%' && I + 2 < Text.size() &&
-        !Text.substr(I + 1, 2).getAsInteger(16, Byte)) {
-      Out += char(Byte);
-      I += 2;
-    } else {
-      Out += Text[I];
-    }
-  }
-  return Out;
-}
-
 class Reader {
 public:
   Reader(StringRef Path, StringRef Command) : Path(Path), Command(Command) {}

@@ -54,6 +54,8 @@ inline constexpr const char *ProjectURL =
 /// \p Path with every byte but letters, digits and `/-._~` as %XX (URIs,
 /// URL fragments).
 std::string percentEncode(llvm::StringRef Path);
+/// The inverse: every %XX as its byte (a malformed one is kept as text).
+std::string percentDecode(llvm::StringRef Text);
 
 /// The one-line description of a check (from checks/CheckDescriptions.h).
 std::string describeCheck(llvm::StringRef Check);

@@ -53,6 +53,21 @@ std::string percentEncode(StringRef Path) {
   return Out;
 }
 
+std::string percentDecode(StringRef Text) {
+  std::string Out;
+  for (size_t I = 0; I < Text.size(); ++I) {
+    unsigned Byte;
+    if (Text[I] == '%' && I + 2 < Text.size() &&
+        !Text.substr(I + 1, 2).getAsInteger(16, Byte)) {
+      Out += char(Byte);
+      I += 2;
+    } else {
+      Out += Text[I];
+    }
+  }
+  return Out;
+}
+
 namespace {
 
 std::string fileURI(StringRef AbsPath) {
