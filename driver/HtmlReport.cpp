@@ -220,20 +220,21 @@ static void printDocs(PageModel &M, raw_ostream &OS) {
 
 /// With a baseline the page shows the findings it also holds, marked
 /// apart from the new ones; the absent ones are only counted.
-static Report shownFindings(const Report &R) {
+static Report withUnchanged(const Report &R) {
   Report Shown = R;
-  if (R.HasBaseline) {
-    Shown.Findings.insert(Shown.Findings.end(), R.Unchanged.begin(),
-                          R.Unchanged.end());
-    sortAndUnique(Shown.Findings);
-    sortAndUnique(Shown.Unchanged);
-  }
+  Shown.Findings.insert(Shown.Findings.end(), R.Unchanged.begin(),
+                        R.Unchanged.end());
+  sortAndUnique(Shown.Findings);
+  sortAndUnique(Shown.Unchanged);
   return Shown;
 }
 
 void printHTML(const Report &Original, const HtmlOptions &Options,
                raw_ostream &OS) {
-  Report R = shownFindings(Original);
+  std::optional<Report> Merged;
+  if (Original.HasBaseline)
+    Merged = withUnchanged(Original);
+  const Report &R = Merged ? *Merged : Original;
   PageModel M(R, Options);
   StringRef Css(ReportCss, sizeof(ReportCss) - 1);
   StringRef Js(ReportJs, sizeof(ReportJs) - 1);

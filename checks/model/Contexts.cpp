@@ -129,12 +129,16 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   // shows: callers no one sees.
   bool Escapes = (!IsLambda && isAddressTaken(F)) ||
                  (Sites.empty() && Method && Method->isVirtual());
-  // Asked without the program's facts too: other TUs' calls may change
-  // the context (the audit's planner compares it with this TU's own).
-  Reads.Entries.insert(usrOf(F));
+  // Asked in an audit's first phase too: other TUs' calls may change the
+  // context (the planner compares it with this TU's own). A run outside an
+  // audit exports nothing and skips the USR.
   std::optional<EntryContext> External;
-  if (Config.External)
-    External = Config.External->entry(usrOf(F), F, *this);
+  if (Config.External || Config.WholeProgram) {
+    std::string USR = usrOf(F);
+    Reads.Entries.insert(USR);
+    if (Config.External)
+      External = Config.External->entry(USR, F, *this);
+  }
   if (Sites.empty() || (Escapes && External)) {
     if (External) {
       External->Root = false;
