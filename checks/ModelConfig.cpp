@@ -65,6 +65,7 @@ ModelConfig modelConfigFor(const ClangTidyContext &Context) {
       {"EvaluationFunctions", &TorchApiOptions::EvaluationFunctions},
       {"ZeroGradFunctions", &TorchApiOptions::ZeroGradFunctions},
       {"AutocastGuardTypes", &TorchApiOptions::AutocastGuardTypes},
+      {"ExtraConversionMethods", &TorchApiOptions::ExtraConversionMethods},
   };
   // The options map is unordered: gather, then sort, so that one set of
   // options is one model whatever order they were read in.

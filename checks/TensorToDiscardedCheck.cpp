@@ -1,15 +1,17 @@
 //===--- TensorToDiscardedCheck.cpp - torch-tidy --------------------------===//
+//
+// What it watches for: a statement that throws away a value the model knows
+// to be a converted copy (the result of `to`, `cuda`, `contiguous`, ..., on
+// every path). The model carries that fact through conditionals, and through
+// the returns of helpers and lambdas that change nothing else the caller
+// sees; storing the copy anywhere the caller can read ends it.
+//
+//===----------------------------------------------------------------------===//
 
 #include "TensorToDiscardedCheck.h"
-#include "clang-tidy/utils/OptionsUtils.h"
 #include "api/TorchMatchers.h"
-#include "support/UserCodeParents.h"
 #include "clang/AST/ExprCXX.h"
-#include "clang/AST/StmtCXX.h"
-#include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Lex/Lexer.h"
-
-using namespace clang::ast_matchers;
 
 namespace clang::tidy::torch {
 
@@ -19,33 +21,41 @@ namespace {
 /// than "the tensor".
 constexpr size_t MaxQuotedObjectLength = 40;
 
-/// The full expression whose value is the result of \p Call, when that value
-/// is thrown away; null when the result is used (or explicitly cast to void).
-const Expr *discardedFullExpression(const Expr &Call, ASTContext &Ctx) {
-  const Expr *Current = &Call;
-  while (true) {
-    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(*Current, Ctx);
-    if (Parents.size() != 1)
-      return nullptr;
-    const auto *Parent = Parents[0].get<Stmt>();
-    if (!Parent)
-      return nullptr;
-    if (isa<ExprWithCleanups, CXXBindTemporaryExpr, ParenExpr>(Parent)) {
-      Current = cast<Expr>(Parent);
-      continue;
-    }
-    return isRunAsStatement(*Parent, *Current, Ctx) ? Current : nullptr;
-  }
-}
+class DiscardedConversion : public Requirement {
+public:
+  llvm::StringRef name() const override { return "discarded-conversion"; }
 
-bool isAssignableTensorVariable(const VarDecl &Var) {
-  QualType T = Var.getType();
-  if (T->isRValueReferenceType())
-    return false;
-  if (const auto *Ref = T->getAs<LValueReferenceType>())
-    T = Ref->getPointeeType();
-  return isTensorType(T) && !T.isConstQualified();
-}
+  bool match(const Stmt &S, const FlowModel &M, const State &St,
+             RequirementMatch &Out) const override {
+    // The innermost expression of a discarded full expression, once.
+    const auto *E = dyn_cast<Expr>(&S);
+    // An operator's value is its operands' (`x = x.cuda()` is `x`): only
+    // a call of a function or a callable, or a conditional, makes one.
+    const auto *Op = dyn_cast_or_null<CXXOperatorCallExpr>(E);
+    if (!E || !isa<CallExpr, ConditionalOperator>(E) ||
+        (Op && Op->getOperator() != OO_Call) ||
+        E->getType()->isReferenceType() || !isTensorType(E->getType()) ||
+        S.getBeginLoc().isInvalid() ||
+        M.context().getSourceManager().isInSystemHeader(S.getBeginLoc()))
+      return false;
+    const Expr *Discarded = discardedFullExpression(*E, M.context());
+    if (!Discarded)
+      return false;
+    ValueFacts F = M.evaluate(E, St);
+    if (F.ConvertedCopy.isInvalid())
+      return false;
+    Out.Operands.push_back({F, "", E});
+    Out.Places.push_back(Discarded);
+    return true;
+  }
+
+  Verdict judge(const RequirementMatch &, const SiteContext &) const override {
+    return Verdict::Violated;
+  }
+};
+
+const DiscardedConversion Instance;
+const RequirementRegistration Registered(Instance);
 
 /// The local variable or parameter named by \p Object when `Object = ...`
 /// is a safe rewrite: non-const, not a reference to const, not a capture.
@@ -55,84 +65,89 @@ const VarDecl *fixableVariable(const Expr *Object) {
       Ref->getType().isConstQualified())
     return nullptr;
   const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
-  if (!Var || !Var->hasLocalStorage() || !isAssignableTensorVariable(*Var))
+  if (!Var || !Var->hasLocalStorage())
     return nullptr;
-  return Var;
+  QualType T = Var->getType();
+  if (T->isRValueReferenceType())
+    return nullptr;
+  if (const auto *Ref = T->getAs<LValueReferenceType>())
+    T = Ref->getPointeeType();
+  return isTensorType(T) && !T.isConstQualified() ? Var : nullptr;
 }
 
 } // namespace
 
 TensorToDiscardedCheck::TensorToDiscardedCheck(StringRef Name,
                                                ClangTidyContext *Context)
-    : ClangTidyCheck(Name, Context), UserCode(Context),
-      ExtraConversionMethods(Options.get("ExtraConversionMethods", "")) {}
+    : ModelCheck(Name, Context),
+      ExtraConversionMethods(Options.get("ExtraConversionMethods", "")) {
+  Kind = &Instance;
+}
 
 void TensorToDiscardedCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
   Options.store(Opts, "ExtraConversionMethods", ExtraConversionMethods);
 }
 
-void TensorToDiscardedCheck::registerMatchers(MatchFinder *Finder) {
-  UserCode.registerMatchers(Finder);
-  std::vector<StringRef> Names(tensorConversionMethodNames().begin(),
-                               tensorConversionMethodNames().end());
-  for (StringRef Extra :
-       utils::options::parseStringList(ExtraConversionMethods))
-    Names.push_back(Extra);
-  // Only methods of the tensor classes: `Module::to` does move in place.
-  auto TensorClass =
-      cxxRecordDecl(hasAnyName("::at::Tensor", "::at::TensorBase"));
-  Finder->addMatcher(
-      cxxMemberCallExpr(
-          callee(cxxMethodDecl(hasAnyName(Names), ofClass(TensorClass),
-                               returns(hasCanonicalType(
-                                   recordType(hasDeclaration(TensorClass)))))),
-          unless(isExpansionInSystemHeader()))
-          .bind("call"),
-      this);
-}
-
-void TensorToDiscardedCheck::check(const MatchFinder::MatchResult &Result) {
-  const auto *Call = Result.Nodes.getNodeAs<CXXMemberCallExpr>("call");
-  const Expr *Discarded = discardedFullExpression(*Call, *Result.Context);
-  if (!Discarded)
-    return;
-  const auto *Member = dyn_cast<MemberExpr>(Call->getCallee()->IgnoreParens());
-  const Expr *Object = Call->getImplicitObjectArgument();
-  if (!Member || !Object || !Reported.insert(Call->getBeginLoc()).second)
+void TensorToDiscardedCheck::report(const Violation &V, ProgramModel &Program) {
+  const Operand &Result = V.Match.Operands[0];
+  const auto *Discarded = cast<Expr>(V.Match.Places[0]);
+  const ASTContext &Ctx = Program.context();
+  const SourceManager &SM = Ctx.getSourceManager();
+  SourceLocation Loc = Result.Source->getBeginLoc();
+  if (!firstAt(Loc))
     return;
 
-  const SourceManager &SM = *Result.SourceManager;
-  const LangOptions &LangOpts = getLangOpts();
-  StringRef ObjectText = Lexer::getSourceText(
-      CharSourceRange::getTokenRange(Object->getSourceRange()), SM, LangOpts);
-  bool QuoteObject = !ObjectText.empty() &&
-                     ObjectText.size() <= MaxQuotedObjectLength &&
-                     !ObjectText.contains('\n');
-  bool HasArguments = llvm::any_of(Call->arguments(), [](const Expr *Arg) {
-    return !isa<CXXDefaultArgExpr>(Arg);
-  });
-  std::string Method = Member->getMemberDecl()->getNameAsString();
-  std::string Spelled = Method + (HasArguments ? "(...)" : "()");
-  std::string Unchanged = "the tensor";
-  if (QuoteObject) {
-    Spelled = (ObjectText + (Member->isArrow() ? "->" : ".") + Spelled).str();
-    Unchanged =
-        ("'" + Twine(Member->isArrow() ? "*" : "") + ObjectText + "'").str();
+  // Written here: `x.to(device);`.
+  const auto *Call = dyn_cast<CXXMemberCallExpr>(Result.Source);
+  const auto *Member =
+      Call ? dyn_cast<MemberExpr>(Call->getCallee()->IgnoreParens()) : nullptr;
+  if (Member && Result.Facts.ConvertedCopy == Call->getExprLoc()) {
+    const Expr *Object = Call->getImplicitObjectArgument();
+    StringRef ObjectText = Lexer::getSourceText(
+        CharSourceRange::getTokenRange(Object->getSourceRange()), SM,
+        getLangOpts());
+    bool QuoteObject = !ObjectText.empty() &&
+                       ObjectText.size() <= MaxQuotedObjectLength &&
+                       !ObjectText.contains('\n');
+    bool HasArguments = llvm::any_of(Call->arguments(), [](const Expr *Arg) {
+      return !isa<CXXDefaultArgExpr>(Arg);
+    });
+    std::string Spelled = Member->getMemberDecl()->getNameAsString() +
+                          (HasArguments ? "(...)" : "()");
+    std::string Unchanged = "the tensor";
+    if (QuoteObject) {
+      Spelled = (ObjectText + (Member->isArrow() ? "->" : ".") + Spelled).str();
+      Unchanged =
+          ("'" + Twine(Member->isArrow() ? "*" : "") + ObjectText + "'").str();
+    }
+    auto Diag = diag(Loc, "result of '%0' is discarded; tensor conversions "
+                          "return a new tensor and leave %1 unchanged; only "
+                          "Module::to moves in place")
+                << Spelled << Unchanged;
+    // `x = x.to(...);` assigns the converted copy back, where that is
+    // certain to compile and to mean what was meant.
+    const VarDecl *Var = Member->isArrow() ? nullptr : fixableVariable(Object);
+    SourceLocation Begin = Discarded->getBeginLoc();
+    if (Var && Begin.isValid() && !Begin.isMacroID() &&
+        !Discarded->getEndLoc().isMacroID())
+      Diag << FixItHint::CreateInsertion(Begin, Var->getName().str() + " = ");
+    return;
   }
 
-  auto Diag = diag(Call->getBeginLoc(),
-                   "result of '%0' is discarded; tensor conversions return a "
-                   "new tensor and leave %1 unchanged; only Module::to moves "
-                   "in place")
-              << Spelled << Unchanged;
-
-  // `x = x.to(...);` assigns the converted copy back. It is only offered
-  // where the assignment is certain to compile and to mean what was meant.
-  const VarDecl *Var = Member->isArrow() ? nullptr : fixableVariable(Object);
-  SourceLocation Begin = Discarded->getBeginLoc();
-  if (Var && Begin.isValid() && !Begin.isMacroID() &&
-      !Discarded->getEndLoc().isMacroID())
-    Diag << FixItHint::CreateInsertion(Begin, Var->getName().str() + " = ");
+  // Returned by a helper or a lambda, or by either arm of a conditional.
+  std::string Spelled = "the conditional expression";
+  if (const auto *Returning = dyn_cast<CallExpr>(Result.Source)) {
+    const FunctionDecl *Callee = Returning->getDirectCallee();
+    Spelled = quotedSource(Returning, Ctx,
+                           Callee ? Program.calleeName(*Callee) : "the call");
+  }
+  diag(Loc, "result of %0 is discarded; it is a converted copy of a tensor, "
+            "which the conversion left unchanged; only Module::to moves in "
+            "place")
+      << Spelled;
+  notePath(Result.Facts.ConvertedVia, "the converted copy");
+  diag(Result.Facts.ConvertedCopy, "the conversion is here",
+       DiagnosticIDs::Note);
 }
 
 } // namespace clang::tidy::torch

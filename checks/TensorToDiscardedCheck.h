@@ -3,34 +3,27 @@
 #ifndef TORCH_TIDY_TENSORTODISCARDEDCHECK_H
 #define TORCH_TIDY_TENSORTODISCARDEDCHECK_H
 
-#include "clang-tidy/ClangTidyCheck.h"
-#include "support/UserCodeTraversal.h"
-#include "llvm/ADT/DenseSet.h"
+#include "ModelCheck.h"
 
 namespace clang::tidy::torch {
 
 /// Flags a tensor conversion (`x.to(...)`, `x.cuda()`, `x.pin_memory()`, ...)
-/// whose result is thrown away: the conversion returns a new tensor and
-/// leaves `x` where it was.
+/// whose result is thrown away, written out or returned by a helper, a
+/// lambda or either arm of a conditional: the conversion returns a new
+/// tensor and leaves `x` where it was.
 ///
 /// For the user-facing documentation see:
 /// docs/checks/torch-tensor-to-discarded.md
-class TensorToDiscardedCheck : public ClangTidyCheck {
+class TensorToDiscardedCheck : public ModelCheck {
 public:
   TensorToDiscardedCheck(StringRef Name, ClangTidyContext *Context);
   void storeOptions(ClangTidyOptions::OptionMap &Opts) override;
-  void registerMatchers(ast_matchers::MatchFinder *Finder) override;
-  void check(const ast_matchers::MatchFinder::MatchResult &Result) override;
-  bool isLanguageVersionSupported(const LangOptions &LangOpts) const override {
-    return LangOpts.CPlusPlus;
-  }
 
 private:
-  UserCodeTraversal UserCode;
-  /// Further `at::Tensor` methods, by plain name, that return a converted copy.
+  void report(const Violation &V, ProgramModel &Program) override;
+  /// Further `at::Tensor` methods, by plain name, that return a converted
+  /// copy (read by the model, through modelConfigFor).
   const StringRef ExtraConversionMethods;
-  /// A call of a template is met in each instantiation: reported once.
-  llvm::DenseSet<SourceLocation> Reported;
 };
 
 } // namespace clang::tidy::torch

@@ -115,6 +115,12 @@ static bool nameIn(const NamedDecl &D, llvm::ArrayRef<std::string> Names) {
   return false;
 }
 
+bool isTensorConversionMethod(llvm::StringRef Name,
+                              const TorchApiOptions &Opts) {
+  return llvm::is_contained(tensorConversionMethodNames(), Name) ||
+         llvm::is_contained(Opts.ExtraConversionMethods, Name);
+}
+
 bool isTensorFactory(const FunctionDecl &FD, const TorchApiOptions &Opts) {
   static const llvm::StringSet<> Names = {
       "tensor",   "randn", "rand",     "zeros",      "ones",   "empty",
@@ -578,7 +584,7 @@ std::string TorchApiOptions::key() const {
         &DeviceSelectorFunctions, &ExtraDeviceCountFunctions, &GuardTypes,
         &AccumulatingFunctions, &ExtraEmptyCacheFunctions,
         &EvaluationFunctions, &ZeroGradFunctions, &AutocastGuardTypes,
-        &OutOfMemoryMessages}) {
+        &ExtraConversionMethods, &OutOfMemoryMessages}) {
     for (const std::string &N : *List)
       Key += N + ",";
     Key += ";";

@@ -48,6 +48,8 @@ struct TorchApiOptions {
   std::vector<std::string> EvaluationFunctions;
   /// The project's own gradient resets (a zero-grad helper).
   std::vector<std::string> ZeroGradFunctions;
+  /// Tensor methods that return a converted copy, like `to` and `cuda`.
+  std::vector<std::string> ExtraConversionMethods;
   /// RAII types that switch autocast on for their scope (CUDA, float16 by
   /// default) and restore it when they end.
   std::vector<std::string> AutocastGuardTypes;
@@ -87,6 +89,9 @@ bool isLibraryFunction(const FunctionDecl &FD);
 /// `torch::` / `at::` factories that make a new tensor on the device of
 /// their options (CPU without one).
 bool isTensorFactory(const FunctionDecl &FD, const TorchApiOptions &Opts);
+/// A tensor method that returns a converted copy and leaves its receiver
+/// unchanged (`to`, `cuda`, `contiguous`, ...).
+bool isTensorConversionMethod(llvm::StringRef Name, const TorchApiOptions &Opts);
 /// `*_like` factories, which keep their first argument's device.
 bool isLikeFactory(const FunctionDecl &FD);
 /// `torch::tensor(scalar)` and `torch::scalar_tensor`: 0-dim results.

@@ -157,4 +157,21 @@ bool isRunAsStatement(const Stmt &Parent, const Stmt &Child, ASTContext &Ctx) {
   return isa<LabelStmt, AttributedStmt>(&Parent);
 }
 
+const Expr *discardedFullExpression(const Expr &E, ASTContext &Ctx) {
+  const Expr *Current = &E;
+  while (true) {
+    llvm::ArrayRef<DynTypedNode> Parents = userCodeParents(*Current, Ctx);
+    if (Parents.size() != 1)
+      return nullptr;
+    const auto *Parent = Parents[0].get<Stmt>();
+    if (!Parent)
+      return nullptr;
+    if (isa<ExprWithCleanups, CXXBindTemporaryExpr, ParenExpr>(Parent)) {
+      Current = cast<Expr>(Parent);
+      continue;
+    }
+    return isRunAsStatement(*Parent, *Current, Ctx) ? Current : nullptr;
+  }
+}
+
 } // namespace clang::tidy::torch

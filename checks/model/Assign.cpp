@@ -85,6 +85,13 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
       F.Graph = {GraphState::InGraph, Backward->getExprLoc()};
   if (!isTensorType(Type))
     F.clearPendingCopy();
+  // Kept where the function's caller or a later call may read it: no longer
+  // a copy that only the function's result holds.
+  bool OwnVariable = L.Kind == Location::Local && !L.Depth &&
+                     !L.Root->getType()->isReferenceType();
+  bool Returned = L.Kind == Location::Return && !L.Depth;
+  if (!OwnVariable && !Returned)
+    F.clearConvertedCopy();
   // A default-constructed tensor, or an empty holder, holds nothing yet.
   if (!Init && (isTensorType(Type) || containerRecord(Type)))
     F.Empty = true;

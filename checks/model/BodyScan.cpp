@@ -130,28 +130,45 @@ public:
 
   bool VisitLambdaExpr(LambdaExpr *Lambda) {
     for (const LambdaCapture &C : Lambda->captures())
-      if (C.capturesVariable())
+      if (C.capturesVariable()) {
         CapturedPointers.insert(C.getCapturedVar());
+        if (C.getCaptureKind() == LCK_ByRef)
+          CapturedByReference.insert(C.getCapturedVar());
+      }
     return true;
   }
 
+  llvm::DenseSet<const ValueDecl *> CapturedByReference;
+
   bool VisitCXXForRangeStmt(CXXForRangeStmt *Loop) {
-    struct FindReset : RecursiveASTVisitor<FindReset> {
+    // Whether the body resets gradients, and whether it calls the element
+    // (`hook()`, `kv.second()`, `for (auto &[name, hook] : hooks) hook()`).
+    struct FindCalls : RecursiveASTVisitor<FindCalls> {
       const TorchApiOptions *Opts = nullptr;
-      bool Found = false;
+      const VarDecl *Element = nullptr;
+      bool Resets = false, CallsElement = false;
       bool VisitCallExpr(CallExpr *C) {
-        Found |= isGradientReset(*C, *Opts);
-        return !Found;
+        Resets |= isGradientReset(*C, *Opts);
+        if (const Expr *Holder = callableHolder(*C))
+          CallsElement |= rangeElementNamed(*Holder) == Element;
+        return true;
       }
     } Finder;
     Finder.Opts = &Opts;
+    Finder.Element = Loop->getLoopVariable();
     Finder.TraverseStmt(Loop->getBody());
-    if (Finder.Found && Loop->getRangeStmt())
-      if (const auto *Range =
-              dyn_cast_or_null<VarDecl>(Loop->getRangeStmt()->getSingleDecl()))
-        ResettingLoopRanges.insert(Range);
+    const auto *Range =
+        Loop->getRangeStmt()
+            ? dyn_cast_or_null<VarDecl>(Loop->getRangeStmt()->getSingleDecl())
+            : nullptr;
+    if (Range && Finder.Resets)
+      ResettingLoopRanges.insert(Range);
+    if (Range && Finder.CallsElement)
+      CallingLoopRanges.insert(Range);
     return true;
   }
+
+  llvm::DenseSet<const VarDecl *> CallingLoopRanges;
 
   /// The handle copies that name their source's module for the whole body:
   /// neither is ever assigned.
@@ -355,6 +372,8 @@ FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
   Scanner.addHandleAliases(HandleAliases);
   BackwardReceivers = Scanner.backwardReceivers();
   PinnedHostPointers = std::move(Scanner.PinnedPointers);
+  CapturedByReference = std::move(Scanner.CapturedByReference);
+  CallingLoopRanges = std::move(Scanner.CallingLoopRanges);
 }
 
 const TorchApiOptions &FlowModel::options() const { return Program.options(); }

@@ -449,19 +449,21 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
       bool Container = Object && containerRecord(Object->getType());
       bool Accumulating = matchesNameList(*MD, options().AccumulatingFunctions);
       if ((Container && isContainerInsert(MD->getName())) || Accumulating) {
+        // A map's `emplace(k, v)`, `try_emplace(k, v)`,
+        // `insert_or_assign(k, v)`: v, whatever its type, is the mapped value
+        // of an element; `insert({k, v})` inserts the whole pair.
+        bool KeyAndValue =
+            Container && Call.getNumArgs() >= 2 &&
+            isMapContainer(containerRecord(Object->getType()));
         const Expr *Value = nullptr;
         for (const Expr *Arg : Call.arguments())
-          if (isTensorType(Arg->getType()) || !Value)
+          if (isTensorType(Arg->getType()) || !Value || KeyAndValue)
             Value = Arg;
-        // A map's `emplace(k, v)`, `try_emplace(k, v)`: v is the mapped
-        // value of an element; `insert({k, v})` inserts the whole pair.
         if (Value)
           if (Location C = locationOf(Object)) {
             Location Elements = C.child(Selector::element());
-            if (Container && isMapContainer(containerRecord(Object->getType())) &&
-                isTensorType(Value->getType()))
-              if (const FieldDecl *Second =
-                      mappedField(Object->getType()))
+            if (KeyAndValue)
+              if (const FieldDecl *Second = mappedField(Object->getType()))
                 Elements = Elements.child(Selector::field(Second));
             appendToContainer(Elements, Value, Call, St);
           }

@@ -452,11 +452,17 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
     if (const FunctionSummary *Summary = summaryAt(Call, S)) {
       ResolvedCall R = resolve(Call, S);
       F = instantiate(Summary->returned(), R, S);
+      if (!Summary->leavesNoTrace())
+        F.clearConvertedCopy();
       if (isTensorType(Call.getType()))
         keepArgumentGraphs(R, S, F);
     }
   } else if (!Method.empty()) {
     F = evaluateTensorMethod(Call, Method, S);
+    F.clearConvertedCopy();
+    if (isTensorConversionMethod(Method, options()) &&
+        !Call.getType()->isReferenceType() && isTensorType(Call.getType()))
+      F.ConvertedCopy = Loc;
   } else if (std::optional<ValueFacts> Element = tupleGetOfTensorCall(Call, S)) {
     F = *Element; // `std::get<0>(t.max(1))`
   } else if (FD) {
@@ -508,6 +514,8 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
     } else if (const FunctionSummary *Summary = Program.summaryForCall(Call)) {
       ResolvedCall R = resolve(Call);
       F = instantiate(Summary->returned(), R, S);
+      if (!Summary->leavesNoTrace())
+        F.clearConvertedCopy();
       stampAutocast(F, S);
       if (isTensorType(Call.getType()))
         keepArgumentGraphs(R, S, F);

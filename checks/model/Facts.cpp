@@ -15,7 +15,7 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          HasParameters == O.HasParameters && MeanLoss == O.MeanLoss &&
          HalfAutocast == O.HalfAutocast &&
          PendingCopy == O.PendingCopy &&
-         PendingIf == O.PendingIf &&
+         PendingIf == O.PendingIf && ConvertedCopy == O.ConvertedCopy &&
          MayBeZeroDim == O.MayBeZeroDim && DeviceUnset == O.DeviceUnset &&
          FromDeviceConflict == O.FromDeviceConflict &&
          Scalar == O.Scalar && Callables == O.Callables &&
@@ -127,6 +127,8 @@ ValueFacts asEntryValue(ValueFacts F, const ValueDecl &D) {
   // Passing a tensor whose copy is pending is the read the caller reports.
   if (isa<ParmVarDecl>(D))
     F.clearPendingCopy();
+  // What a function is handed is no copy of its own to lose.
+  F.clearConvertedCopy();
   if (isDeviceType(D.getType().getNonReferenceType())) {
     // A device variable this TU cannot name is, in a function that takes
     // it as a parameter, that parameter.
@@ -204,6 +206,16 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
     R.PendingIf = A.PendingIf ? A.PendingIf : B.PendingIf;
     if (A.PendingIf && B.PendingIf && A.PendingIf != B.PendingIf)
       R.clearPendingCopy();
+  }
+  // A converted copy on every path: the first conversion in the source.
+  if (A.ConvertedCopy.isValid() && B.ConvertedCopy.isValid()) {
+    bool AFirst = A.ConvertedCopy == B.ConvertedCopy ||
+                  A.ConvertedCopy.getRawEncoding() <
+                      B.ConvertedCopy.getRawEncoding();
+    R.ConvertedCopy = AFirst ? A.ConvertedCopy : B.ConvertedCopy;
+    R.ConvertedVia = AFirst ? A.ConvertedVia : B.ConvertedVia;
+  } else {
+    R.clearConvertedCopy();
   }
   R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;
   R.FromDeviceConflict = A.FromDeviceConflict || B.FromDeviceConflict;

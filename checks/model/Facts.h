@@ -155,6 +155,16 @@ struct ValueFacts {
     PendingVia = nullptr;
     PendingIf = nullptr;
   }
+  /// A new tensor that a conversion (`t.to(device)`, `t.cuda()`) returned,
+  /// on every path, and that nothing stored outside its function: a caller
+  /// that discards it loses the conversion. The conversion, and the calls
+  /// that returned its result.
+  SourceLocation ConvertedCopy;
+  const CallStep *ConvertedVia = nullptr;
+  void clearConvertedCopy() {
+    ConvertedCopy = SourceLocation();
+    ConvertedVia = nullptr;
+  }
   /// False when the tensor provably has at least one dimension; a 0-dim CPU
   /// tensor may be combined with CUDA tensors by element-wise operators.
   bool MayBeZeroDim = true;

@@ -143,6 +143,11 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     if (V.PendingIf)
       O["pendingIf"] = entry(V.PendingIf);
   }
+  if (V.ConvertedCopy.isValid()) {
+    O["converted"] = place(V.ConvertedCopy);
+    if (V.ConvertedVia)
+      O["convertedVia"] = path(V.ConvertedVia);
+  }
   if (!V.MayBeZeroDim)
     O["zeroDim"] = false;
   if (V.FromDeviceConflict)

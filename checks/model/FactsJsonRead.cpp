@@ -137,6 +137,8 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
   // A condition this TU cannot name: not known to be pending.
   if (O->get("pendingIf") && !V.PendingIf)
     V.clearPendingCopy();
+  V.ConvertedCopy = place(O->get("converted"));
+  V.ConvertedVia = path(O->getArray("convertedVia"));
   V.MayBeZeroDim = O->getBoolean("zeroDim").value_or(true);
   V.FromDeviceConflict = O->getBoolean("deviceConflict").value_or(false);
   V.DeviceUnset = O->getBoolean("deviceUnset").value_or(false);

@@ -55,6 +55,10 @@ Tri meanLoss(const CallExpr &Call);
 /// std::function (or other library functor) of `f(args)`, or the function
 /// pointer of a call without a direct callee; null for a direct call.
 const Expr *callableHolder(const CallExpr &Call);
+/// The element variable of a range-for that \p E names, itself or a part
+/// of it (`hook`, `kv.second`, a structured binding's `hook`); null
+/// otherwise.
+const VarDecl *rangeElementNamed(const Expr &E);
 
 /// An addition to storage that outlives the statement.
 struct Accumulation {
@@ -360,6 +364,12 @@ private:
   void applySummary(const ResolvedCall &Call, const FunctionSummary &Summary,
                     const Location &Result, State &St) const;
   void forgetOpaqueEffects(const ResolvedCall &Call, State &St) const;
+  /// A local object of this function that only its own code can reach: no
+  /// lambda captured it by reference and no pointer or reference holds it.
+  bool isPrivateObject(const Expr &Object) const;
+  /// Code the analysis cannot see ran (a callable of unknown contents): the
+  /// steps of every optimizer it may reach may have been reset.
+  void unknownCodeMayReset(PathFacts &Path) const;
   void recordCudaSelection(const Expr &Use, State &St) const;
   void appendToContainer(const Location &Elements, const Expr *Value,
                          const Stmt &At, State &St) const;
@@ -375,6 +385,8 @@ private:
   /// Variables whose address is kept in a pointer: their value may change
   /// behind the analysis' back.
   llvm::DenseSet<const ValueDecl *> Escaped;
+  /// Variables a lambda of the function captures by reference.
+  llvm::DenseSet<const ValueDecl *> CapturedByReference;
   /// Tensor variables on which backward() is called, with the first such
   /// call, for variables assigned once: LibTorch throws unless they are on
   /// an autograd graph, so their value is.
@@ -388,6 +400,9 @@ private:
   /// gradients (`for (auto &p : net->parameters()) p.grad().zero_();`):
   /// the loop counts as a reset, as if it ran at least once.
   llvm::DenseSet<const VarDecl *> ResettingLoopRanges;
+  /// Range variables of range-for loops whose body calls each element (a
+  /// container of hooks): the loop runs what the elements hold.
+  llvm::DenseSet<const VarDecl *> CallingLoopRanges;
   /// The function switches autocast off (or back) somewhere; the throws
   /// its own try blocks catch.
   bool ClosesAutocast = false;

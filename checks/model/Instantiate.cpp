@@ -258,6 +258,10 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
     R.PendingVia = Program.step(Call.Call->getExprLoc(),
                                 Program.calleeName(*Call.Callee),
                                 InCallee.PendingVia);
+  if (R.ConvertedCopy.isValid() && Call.Callee)
+    R.ConvertedVia = Program.step(Call.Call->getExprLoc(),
+                                  Program.calleeName(*Call.Callee),
+                                  InCallee.ConvertedVia);
   auto Substitute = [&](const auto &Fact, auto Member) {
     using SourcedT = std::decay_t<decltype(Fact)>;
     if (Fact.Entry) {

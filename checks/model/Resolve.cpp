@@ -136,6 +136,25 @@ const Expr *callableHolder(const CallExpr &Call) {
   return nullptr;
 }
 
+const VarDecl *rangeElementNamed(const Expr &E) {
+  const Expr *Current = &E;
+  while (true) {
+    Current = Current->IgnoreParenImpCasts();
+    if (const auto *Member = dyn_cast<MemberExpr>(Current)) {
+      Current = Member->getBase();
+      continue;
+    }
+    const auto *Ref = dyn_cast<DeclRefExpr>(Current);
+    if (!Ref)
+      return nullptr;
+    const ValueDecl *D = Ref->getDecl();
+    if (const auto *Binding = dyn_cast<BindingDecl>(D))
+      D = Binding->getDecomposedDecl();
+    const auto *Var = dyn_cast_or_null<VarDecl>(D);
+    return Var && Var->isCXXForRangeDecl() ? Var : nullptr;
+  }
+}
+
 llvm::SmallVector<const FunctionDecl *, 1>
 FlowModel::possibleCallableTargets(const CallExpr &Call, const State &S) const {
   llvm::SmallVector<const FunctionDecl *, 1> Out;
@@ -146,10 +165,7 @@ FlowModel::possibleCallableTargets(const CallExpr &Call, const State &S) const {
   // A range-for over a container of callables calls each element: each one
   // it may hold runs here. (An element picked by key may be another one.)
   const Expr *Holder = callableHolder(Call);
-  const auto *Ref =
-      Holder ? dyn_cast<DeclRefExpr>(Holder->IgnoreParenImpCasts()) : nullptr;
-  const auto *Element = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
-  if (!Element || !Element->isCXXForRangeDecl())
+  if (!Holder || !rangeElementNamed(*Holder))
     return Out;
   unsigned Arguments = Call.getNumArgs() - (Call.getDirectCallee() ? 1 : 0);
   for (const FunctionDecl *F : evaluate(Holder, S).Callables)

@@ -92,6 +92,18 @@ struct FunctionSummary {
   /// see (an opaque call that receives a tensor).
   bool MayRunOpaqueBackward = false;
 
+  /// The function changes nothing its callers see: it only computes what
+  /// it returns (a caller that discards the result loses all it did). A
+  /// CUDA selection or a synchronisation is how it computes, not what.
+  bool leavesNoTrace() const {
+    return Known && Effects.empty() && Clobbers.empty() &&
+           ExitGrad == GradMode::Entry && Backward.isInvalid() &&
+           Step.isInvalid() && !ResetsGradients &&
+           !SettlesGradients && !RescalesGradients &&
+           AutocastAtExit == AutocastState::Entry && !SetsCudaDtype &&
+           !MayRunOpaqueBackward;
+  }
+
   /// The facts of the returned value itself.
   ValueFacts returned() const {
     for (const SummaryEffect &R : Returns)

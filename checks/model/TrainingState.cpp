@@ -31,11 +31,37 @@ static bool mayResetGradients(const CallExpr &Call) {
   return llvm::any_of(Call.arguments(), Trains);
 }
 
+bool FlowModel::isPrivateObject(const Expr &Object) const {
+  const auto *Ref = dyn_cast<DeclRefExpr>(Object.IgnoreParenImpCasts());
+  const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  return Var && Var->hasLocalStorage() && !isa<ParmVarDecl>(Var) &&
+         !Var->getType()->isReferenceType() &&
+         !Var->getType()->isPointerType() && !Escaped.contains(Var) &&
+         !CapturedByReference.contains(Var);
+}
+
+void FlowModel::unknownCodeMayReset(PathFacts &Path) const {
+  llvm::erase_if(Path.StepsWithoutReset, [&](const auto &Step) {
+    const auto *StepCall = dyn_cast<CallExpr>(Step.first);
+    const Expr *Optimizer = StepCall && isOptimizerStepCall(*StepCall, options())
+                                ? memberCallObject(*StepCall)
+                                : nullptr;
+    return !Optimizer || !isPrivateObject(*Optimizer);
+  });
+}
+
 void FlowModel::transferGradientState(const CallExpr &Call,
                                       const FunctionSummary *Summary,
                                       State &St) const {
   PathFacts &Path = St.path();
   const FunctionDecl *FD = Call.getDirectCallee();
+  // A callable whose contents are unknown (a hook the callers registered)
+  // may reset the gradients of every optimizer it can reach: all but this
+  // function's own, which no lambda captured and no pointer holds.
+  if (!Summary && callableHolder(Call) &&
+      possibleCallableTargets(Call, St).empty() &&
+      !evaluate(callableHolder(Call), St).CallablesKnown)
+    unknownCodeMayReset(Path);
   // An opaque call handed an optimizer or a module may reset or step.
   bool Opaque = !Summary && FD && !isLibraryFunction(*FD) &&
                 mayResetGradients(Call);

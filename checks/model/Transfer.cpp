@@ -189,6 +189,14 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
         P.AutocastHalfAsEntry = P.CudaDtypeAsEntry;
         P.AutocastIf.assign(P.ConditionsHeld.begin(), P.ConditionsHeld.end());
       }
+      // A loop that calls each element of a container of callables of
+      // unknown contents (the callers' hooks): they may reset gradients, and
+      // nothing proves a run with no element.
+      if (CallingLoopRanges.contains(VD) && VD->getInit())
+        if (std::optional<ValueFacts> Elements =
+                evaluateOperand(*VD->getInit(), St);
+            !Elements || !Elements->CallablesKnown)
+          unknownCodeMayReset(St.path());
       if (ResettingLoopRanges.contains(VD)) {
         St.path().StepsWithoutReset.clear();
         St.path().GradientsResetSinceEntry = true;

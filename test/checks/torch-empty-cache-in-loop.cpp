@@ -139,3 +139,15 @@ void hook_picked_by_key(int steps) {
     hooks.at("log")();
   hooks.at("release")();
 }
+
+// Named hooks in a map, filled with emplace and operator[], called from a
+// range-for through a structured binding: the loop runs each of them.
+void named_hooks(int steps) {
+  std::map<std::string, std::function<void(int)>> hooks;
+  hooks.emplace("log", [](int step) { (void)step; });
+  hooks["release"] = [](int) { c10::cuda::CUDACachingAllocator::emptyCache(); };
+  // CHECK-MESSAGES: :[[@LINE-1]]:32: warning: 'emptyCache()' inside a loop
+  for (int i = 0; i < steps; ++i)
+    for (const auto &[name, hook] : hooks)
+      hook(i);
+}

@@ -143,3 +143,32 @@ void sweep(Net &net) {
     net->forward(batch()).mean().backward();
   }
 }
+
+// Hooks the callers registered, of unknown contents: they may reset an
+// optimizer they can reach (the caller's), not one private to the loop.
+struct StepHooks {
+  std::vector<std::function<void()>> on_step_end;
+};
+
+void hooks_may_reset_callers_optimizer(Net &net, torch::optim::Optimizer &opt,
+                                       const StepHooks &hooks,
+                                       torch::Tensor x) {
+  for (int i = 0; i < 10; ++i) {
+    net->forward(x).sum().backward();
+    opt.step();
+    for (const auto &hook : hooks.on_step_end)
+      hook();
+  }
+}
+
+void hooks_cannot_reach_private_optimizer(Net &net, const StepHooks &hooks,
+                                          torch::Tensor x) {
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  for (int i = 0; i < 10; ++i) {
+    net->forward(x).sum().backward();
+    opt.step();
+    // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: optimizer step() with no gradient reset before the next backward()
+    for (const auto &hook : hooks.on_step_end)
+      hook();
+  }
+}

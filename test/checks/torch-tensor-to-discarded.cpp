@@ -194,3 +194,59 @@ struct Holder {
 void suppressed(torch::Tensor x) {
   x.cuda(); // NOLINT(torch-tensor-to-discarded)
 }
+
+// Converted copies returned by a helper, a lambda or a conditional: the
+// model carries the fact to the statement that drops them.
+namespace {
+torch::Tensor copy_to(const torch::Tensor &t, torch::Device device) {
+  auto moved = t.to(device);
+  return moved;
+}
+torch::Tensor staged(torch::Tensor t) { return copy_to(t, torch::kCUDA); }
+} // namespace
+
+void helper_results_dropped(torch::Tensor x, torch::Device device, bool gpu) {
+  copy_to(x, device);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: result of 'copy_to(x, device)' is discarded; it is a converted copy of a tensor, which the conversion left unchanged; only Module::to moves in place [torch-tensor-to-discarded]
+  // CHECK-MESSAGES: :[[@LINE-2]]:3: note: the converted copy comes from the call of 'copy_to()' here
+  // CHECK-MESSAGES: :[[@LINE-10]]:18: note: the conversion is here
+  staged(x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: result of 'staged(x)' is discarded
+  auto upload = [](const torch::Tensor &t) { return t.cuda(); };
+  upload(x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: result of 'upload(x)' is discarded
+  gpu ? x.cuda() : x.cpu();
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: result of the conditional expression is discarded
+  use(x);
+}
+
+// Near misses: the copy is kept where the caller can read it, is not a copy
+// on every path, or is not the function's own.
+struct Cache {
+  torch::Tensor last;
+  torch::Tensor put(const torch::Tensor &t) {
+    last = t.cuda();
+    return last;
+  }
+  torch::Tensor get() const { return last; }
+};
+torch::Tensor upload_in_place(torch::Tensor &t) {
+  t = t.cuda();
+  return t;
+}
+torch::Tensor passthrough(const torch::Tensor &t) { return t; }
+torch::Tensor maybe_moved(const torch::Tensor &t, bool gpu) {
+  return gpu ? t.cuda() : t;
+}
+
+void kept_results(torch::Tensor x, Cache &cache, bool gpu) {
+  cache.put(x);
+  cache.get();
+  upload_in_place(x);
+  torch::Tensor y = x.cuda();
+  passthrough(y);
+  maybe_moved(x, gpu);
+  gpu ? x.cuda() : x;
+  (void)copy_to(x, torch::kCUDA);
+  use(y);
+}

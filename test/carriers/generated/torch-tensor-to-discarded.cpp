@@ -25,7 +25,7 @@ void use(const torch::Tensor &t);
 // positive
 void merge_pos(torch::Tensor x, bool use_gpu) {
   use_gpu ? x.cuda() : x.cpu();
-  // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+  // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-tensor-to-discarded]
   use(x);
 }
 
@@ -47,7 +47,7 @@ torch::Tensor return_pos_to_device(const torch::Tensor &t, torch::Device device)
 } // namespace
 void return_pos(torch::Tensor x, torch::Device device) {
   return_pos_to_device(x, device);
-  // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+  // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-tensor-to-discarded]
   use(x);
 }
 
@@ -91,7 +91,7 @@ void return_neg(torch::Tensor x, torch::Device device) {
 void lambda_pos(torch::Tensor x) {
   auto to_gpu = [](const torch::Tensor &t) { return t.cuda(); };
   to_gpu(x);
-  // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+  // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-tensor-to-discarded]
   use(x);
 }
 
