@@ -314,7 +314,21 @@ void FlowModel::recordBackpropagation(const CallExpr &Call,
 
 void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   const FunctionSummary *Summary = summaryAt(Call, St);
-  transferGradientState(Call, Summary, St);
+  // A virtual call of uncertain target: what training does on the path is
+  // what one of the overrides that may run does.
+  auto Dispatched = Summary ? decltype(Program.dispatchedSummaries(Call))()
+                            : Program.dispatchedSummaries(Call);
+  if (!Dispatched.empty()) {
+    std::optional<PathFacts> Joined;
+    for (const auto &[Override, OverrideSummary] : Dispatched) {
+      State Copy = St;
+      transferGradientState(Call, OverrideSummary, Copy);
+      Joined = Joined ? joinPaths(*Joined, Copy.path()) : Copy.path();
+    }
+    St.path() = std::move(*Joined);
+  } else {
+    transferGradientState(Call, Summary, St);
+  }
   transferAutocast(Call, Summary, St);
   // A backward pass reaches the graphs its tensors carry; an opaque call
   // may keep them.

@@ -246,6 +246,9 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
         Location L = Location::local(D);
         const ValueFacts *Known = Before->lookup(L);
         V = Known ? *Known : ValueFacts();
+        if (QualType T = D->getType().getNonReferenceType();
+            Known && isModuleHandleType(T))
+          M.withClassFacts(V, T);
       } else {
         V = M.entryValueAt(*D, Call, *Before);
       }

@@ -115,6 +115,8 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
          << (V.FromDeviceConflict ? " conflict" : "")
          << " pin=" << int(V.Pin.Value) << " graph=" << int(V.Graph.Value)
          << (V.Empty ? " empty" : "") << (V.MayBeZeroDim ? "" : " ndim") << (V.PendingCopy.isValid() ? " pending" : "")
+         << " mode=" << int(V.Mode.Value) << (V.Mode.Entry ? "(entry)" : "")
+         << " layers=" << int(V.ModeLayers)
          << " src=" << V.GraphSources.size();
       for (const Stmt *Source : V.GraphSources)
         OS << " " << Source->getStmtClassName() << "@" << SM.getPresumedLineNumber(Source->getBeginLoc()) << ":"

@@ -55,6 +55,8 @@ Tri meanLoss(const CallExpr &Call);
 /// std::function (or other library functor) of `f(args)`, or the function
 /// pointer of a call without a direct callee; null for a direct call.
 const Expr *callableHolder(const CallExpr &Call);
+/// The variables a lambda's call operator captures, or none.
+llvm::SmallVector<const VarDecl *, 4> capturedVariables(const FunctionDecl &F);
 /// The element variable of a range-for that \p E names, itself or a part
 /// of it (`hook`, `kv.second`, a structured binding's `hook`); null
 /// otherwise.
@@ -181,6 +183,9 @@ public:
   /// a loss helper's sum keeps its arguments' graphs.
   void keepArgumentGraphs(const ResolvedCall &Call, const State &S,
                           ValueFacts &Returned) const;
+  /// A module's class facts (parameters, mode-dependent layers) where
+  /// \p Module does not know them: they are its class's wherever it is held.
+  void withClassFacts(ValueFacts &Module, QualType ModuleType) const;
   /// The caller's facts of the callee's entry value \p Entry.
   ValueFacts entryValueAt(const ValueDecl &Entry, const ResolvedCall &Call,
                           const State &S) const;
@@ -276,7 +281,6 @@ private:
   /// What an op that runs computes from operands with these facts.
   ValueFacts combineOperands(const Expr &E, llvm::ArrayRef<ValueFacts> Ops,
                              const State &S) const;
-  void withClassFacts(ValueFacts &Module, QualType ModuleType) const;
   ValueFacts evaluateLocation(const Expr &E, const Location &L,
                               const State &S) const;
   /// What \p L holds, for a change in place: a part of this function's

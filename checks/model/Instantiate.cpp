@@ -42,11 +42,19 @@ static Location entryLocation(const ValueDecl &Entry) {
   return {};
 }
 
+/// Whether \p P is one of \p F's parameters (of its declaration or of the
+/// definition the analysis saw).
+static bool isParameterOf(const ParmVarDecl &P, const FunctionDecl &F) {
+  const auto *Owner = dyn_cast<FunctionDecl>(P.getDeclContext());
+  return !Owner || Owner->getCanonicalDecl() == F.getCanonicalDecl();
+}
+
 Location FlowModel::callerLocation(const Location &InCallee,
                                    const ResolvedCall &Call) const {
   switch (InCallee.Kind) {
   case Location::Local: {
-    if (const auto *P = dyn_cast<ParmVarDecl>(InCallee.Root)) {
+    if (const auto *P = dyn_cast<ParmVarDecl>(InCallee.Root);
+        P && (!Call.Callee || isParameterOf(*P, *Call.Callee))) {
       const Expr *Arg = argumentFor(Call, *P);
       if (!Arg)
         return {};
@@ -57,8 +65,10 @@ Location FlowModel::callerLocation(const Location &InCallee,
       return Base ? InCallee.rebased(Base) : Location();
     }
     // A variable a lambda captures: the caller's own, when the caller is the
-    // function that declares it.
-    if (InCallee.Root && InCallee.Root->getDeclContext() == Function)
+    // function that declares it or a lambda that captures it too.
+    if (InCallee.Root && Function &&
+        (InCallee.Root->getDeclContext() == Function ||
+         llvm::is_contained(capturedVariables(*Function), InCallee.Root)))
       return InCallee;
     return {};
   }
@@ -96,16 +106,24 @@ Location FlowModel::callerStorage(const Location &InCallee,
 ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
                                    const ResolvedCall &Call,
                                    const State &S) const {
-  if (const auto *P = dyn_cast<ParmVarDecl>(&Entry)) {
+  // A parameter of the callee is its argument; one of an enclosing function
+  // that a lambda captured is the caller's variable, like a captured local.
+  if (const auto *P = dyn_cast<ParmVarDecl>(&Entry);
+      P && (!Call.Callee || isParameterOf(*P, *Call.Callee))) {
     const Expr *Arg = argumentFor(Call, *P);
     return Arg ? evaluate(Arg, S) : ValueFacts();
   }
   Location L = callerLocation(entryLocation(Entry), Call);
   if (!L)
     return ValueFacts();
-  const ValueFacts *F = S.lookup(L);
-  if (F)
-    return F->Empty ? ValueFacts() : *F;
+  if (const ValueFacts *F = S.lookup(L)) {
+    if (F->Empty)
+      return ValueFacts();
+    ValueFacts Held = *F;
+    if (QualType T = Entry.getType().getNonReferenceType(); isModuleHandleType(T))
+      withClassFacts(Held, T);
+    return Held;
+  }
   if (std::optional<Sourced<DeviceValue>> Device = enclosingModuleDevice(L, S)) {
     ValueFacts Moved;
     Moved.Device = *Device;

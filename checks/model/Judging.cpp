@@ -104,21 +104,10 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
     }
     // A virtual call of uncertain target: each override the TU defines in
     // a class of the object's may run, and owes its obligations here.
-    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call);
-        Member && !P.calleeOf(*Call))
-      if (const auto *Method =
-              dyn_cast_or_null<CXXMethodDecl>(Call->getDirectCallee())) {
-        const CXXRecordDecl *Static = Member->getRecordDecl();
-        for (const FunctionDecl *Override : P.overridersOf(*Method)) {
-          const CXXRecordDecl *Class = cast<CXXMethodDecl>(Override)->getParent();
-          if (Static && Class != Static && !Class->isDerivedFrom(Static))
-            continue;
-          if (const FunctionSummary *Summary = P.summary(*Override))
-            Out.push_back({Override, Summary, false, true});
-        }
-        if (!Out.empty())
-          return Out;
-      }
+    for (const auto &[Override, Summary] : P.dispatchedSummaries(*Call))
+      Out.push_back({Override, Summary, false, true});
+    if (!Out.empty())
+      return Out;
     if (const FunctionDecl *FD = Call->getDirectCallee();
         FD && isLibraryFunction(*FD)) {
       if (storesCallableArgument(*FD))

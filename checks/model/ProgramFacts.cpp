@@ -248,11 +248,19 @@ bool ProgramModel::callTrains(const CallExpr &Call, TrainingCall What) {
   if ((Backward && isBackwardCall(Call, options())) ||
       (Step && isOptimizerStepCall(Call, options())))
     return true;
-  const FunctionSummary *S = summaryForCall(Call);
-  if (What == TrainingCall::PerStep)
-    return S && S->TrainsPerCall;
-  return S && ((Backward && S->Backward.isValid()) ||
-               (Step && S->Step.isValid()));
+  auto Trains = [&](const FunctionSummary *S) {
+    if (What == TrainingCall::PerStep)
+      return S && S->TrainsPerCall;
+    return S && ((Backward && S->Backward.isValid()) ||
+                 (Step && S->Step.isValid()));
+  };
+  if (const FunctionSummary *S = summaryForCall(Call))
+    return Trains(S);
+  // A virtual call trains when every override that may run does.
+  auto Dispatched = dispatchedSummaries(Call);
+  return !Dispatched.empty() && llvm::all_of(Dispatched, [&](const auto &D) {
+           return Trains(D.second);
+         });
 }
 
 static bool carriesTensor(QualType T, unsigned Depth) {

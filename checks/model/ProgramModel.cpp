@@ -93,8 +93,7 @@ bool ProgramModel::isAnalyzable(const FunctionDecl &Function) {
   return !Finder.Found;
 }
 
-/// The variables a lambda's call operator captures, or none.
-static llvm::SmallVector<const VarDecl *, 4>
+llvm::SmallVector<const VarDecl *, 4>
 capturedVariables(const FunctionDecl &F) {
   llvm::SmallVector<const VarDecl *, 4> Out;
   const auto *Method = dyn_cast<CXXMethodDecl>(&F);
@@ -306,6 +305,27 @@ const FunctionDecl *ProgramModel::calleeOf(const CallExpr &Call) {
     Only = Override;
   }
   return Only;
+}
+
+llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 2>
+ProgramModel::dispatchedSummaries(const CallExpr &Call) {
+  llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 2>
+      Out;
+  const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call);
+  const auto *Method =
+      Member ? dyn_cast_or_null<CXXMethodDecl>(Call.getDirectCallee()) : nullptr;
+  if (!Method || !Method->isVirtual() || calleeOf(Call) ||
+      callsClassUnderConstruction(Call))
+    return Out;
+  const CXXRecordDecl *Static = Member->getRecordDecl();
+  for (const FunctionDecl *Override : overridersOf(*Method)) {
+    const CXXRecordDecl *Class = cast<CXXMethodDecl>(Override)->getParent();
+    if (Static && Class != Static && !Class->isDerivedFrom(Static))
+      continue;
+    if (const FunctionSummary *Summary = summary(*Override))
+      Out.push_back({Override, Summary});
+  }
+  return Out;
 }
 
 const FunctionSummary *ProgramModel::summaryForCall(const Expr &E) {

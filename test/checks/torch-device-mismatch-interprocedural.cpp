@@ -1131,3 +1131,18 @@ void constructor_reads_module() {
   net->forward(torch::randn({2, 4}));
   // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on CUDA but is called with 'torch::randn({2, 4})' on CPU [torch-device-mismatch]
 }
+
+// A lambda inside a lambda: the inner one's captures are the outer one's,
+// which are the function's.
+void nested_lambda_captures(torch::Device device) {
+  auto frames = torch::rand({4, 8}).to(device);
+  auto target = torch::rand({4, 8});
+  auto on_device = torch::rand({4, 8}).to(device);
+  auto score = [&](int a) {
+    auto middle = [&] { return torch::mse_loss(frames, target); };
+    // CHECK-MESSAGES: :[[@LINE-1]]:32: warning: 'at::mse_loss' combines 'frames' on 'device' with 'target' on CPU
+    auto same = [&] { return torch::mse_loss(frames, on_device); };
+    return middle() + same() * a;
+  };
+  score(1);
+}

@@ -192,3 +192,29 @@ void mode_unknown_after_opaque_call() {
   for (int i = 0; i < 10; ++i)
     model->forward(batch());
 }
+
+// A validation lambda that captures the caller's module parameter by
+// reference: it sees the mode the caller left, train() at each epoch.
+void validate_through_capture(Classifier &net, torch::Tensor x) {
+  auto validate = [&] {
+    torch::NoGradGuard no_grad;
+    return net->forward(x).sum();
+    // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: module 'net' is evaluated in training mode
+  };
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    net->train();
+    validate();
+  }
+}
+
+void validate_through_capture_after_eval(Classifier &net, torch::Tensor x) {
+  auto validate = [&] {
+    torch::NoGradGuard no_grad;
+    return net->forward(x).sum();
+  };
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    net->train();
+    net->eval();
+    validate();
+  }
+}

@@ -172,3 +172,37 @@ void hooks_cannot_reach_private_optimizer(Net &net, const StepHooks &hooks,
       hook();
   }
 }
+
+// A trainer hierarchy: the base's loop calls a virtual step; each override
+// the TU defines may run there.
+struct TrainerBase {
+  virtual ~TrainerBase() = default;
+  virtual void train_step(torch::Tensor x) = 0;
+  void fit(torch::optim::Optimizer &opt, torch::Tensor x) {
+    opt.zero_grad();
+    for (int i = 0; i < 10; ++i)
+      train_step(x);
+  }
+};
+
+struct PlainTrainer : TrainerBase {
+  PlainTrainer(Net n, torch::optim::Optimizer &o) : net(n), opt(o) {}
+  void train_step(torch::Tensor x) override {
+    net->forward(x).sum().backward();
+    opt.step();
+    // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: optimizer step() with no gradient reset before the next backward()
+  }
+  Net net;
+  torch::optim::Optimizer &opt;
+};
+
+struct ResettingTrainer : TrainerBase {
+  ResettingTrainer(Net n, torch::optim::Optimizer &o) : net(n), opt(o) {}
+  void train_step(torch::Tensor x) override {
+    opt.zero_grad();
+    net->forward(x).sum().backward();
+    opt.step();
+  }
+  Net net;
+  torch::optim::Optimizer &opt;
+};
