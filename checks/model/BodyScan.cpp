@@ -278,6 +278,29 @@ public:
     return true;
   }
 
+  /// A module handed to one of the program's own functions
+  /// (`evaluate(net)` with `const std::shared_ptr<NetImpl> &`) is seen
+  /// through its summary, as a module holder is, or forgotten at an opaque
+  /// call.
+  bool VisitCallExpr(CallExpr *Call) {
+    const FunctionDecl *Callee = Call->getDirectCallee();
+    if (!Callee || isLibraryFunction(*Callee))
+      return true;
+    for (const Expr *Arg : Call->arguments()) {
+      Arg = Arg->IgnoreImplicit();
+      // A copy for a by-value parameter.
+      if (const auto *Copy = dyn_cast<CXXConstructExpr>(Arg);
+          Copy && Copy->getNumArgs() == 1 &&
+          Copy->getConstructor()->isCopyOrMoveConstructor())
+        Arg = Copy->getArg(0)->IgnoreImplicit();
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(Arg);
+          Ref && isOwningPointer(Ref->getType()) &&
+          isModuleHandleType(Ref->getType()))
+        ++Derefs[Ref->getDecl()];
+    }
+    return true;
+  }
+
   /// `return p;` hands the object on; the local dies.
   bool VisitReturnStmt(ReturnStmt *Return) {
     const Expr *Value =

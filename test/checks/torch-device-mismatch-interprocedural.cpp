@@ -1146,3 +1146,26 @@ void nested_lambda_captures(torch::Device device) {
   };
   score(1);
 }
+
+// A module held by std::shared_ptr and handed to the program's own helpers:
+// each helper's summary says what it does to it, as for a module holder.
+struct SharedNetImpl : torch::nn::Module {
+  SharedNetImpl() { fc = register_module("fc", torch::nn::Linear(4, 4)); }
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::nn::Linear fc{nullptr};
+};
+float shared_score(const std::shared_ptr<SharedNetImpl> &net, torch::Tensor x) {
+  return net->forward(x).sum().item<float>();
+}
+void shared_back_to_cpu(const std::shared_ptr<SharedNetImpl> &net) {
+  net->to(torch::kCPU);
+}
+void shared_handle_through_helpers(torch::Device device) {
+  auto net = std::make_shared<SharedNetImpl>();
+  net->to(device);
+  shared_score(net, torch::ones({2, 4}).to(device));
+  net->forward(torch::ones({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' but is called with 'torch::ones({2, 4})' on CPU
+  shared_back_to_cpu(net);
+  net->forward(torch::ones({2, 4}));
+}
