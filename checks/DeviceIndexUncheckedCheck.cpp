@@ -23,14 +23,29 @@ class OrdinalChecked : public Requirement {
 public:
   llvm::StringRef name() const override { return "ordinal-checked"; }
 
-  bool match(const Stmt &S, const FlowModel &M, const State &,
+  bool match(const Stmt &S, const FlowModel &M, const State &St,
              RequirementMatch &Out) const override {
     if (S.getBeginLoc().isInvalid() ||
         M.context().getSourceManager().isInSystemHeader(S.getBeginLoc()))
       return false;
     int64_t Ordinal = 0;
     const Expr *Literal = spelledCudaOrdinal(S, M.context(), Ordinal);
-    if (!Literal || Ordinal <= 0)
+    if (!Literal) {
+      // An ordinal written elsewhere (a constant, a local, a ternary's arm,
+      // a caller's argument) that reaches this device.
+      bool IsString = false;
+      const Expr *Arg = cudaOrdinalArgument(S, M.context(), IsString);
+      if (!Arg)
+        return false;
+      ValueFacts F = M.evaluate(Arg, St);
+      if (F.OrdinalSpelled.isInvalid())
+        return false;
+      Ordinal = F.SpelledOrdinal;
+      Out.Operands.push_back({F, "", Arg});
+      Out.Flags = unsigned(Ordinal);
+      return Ordinal > 0;
+    }
+    if (Ordinal <= 0)
       return false;
     Out.Operands.push_back({ValueFacts(), "", Literal});
     Out.Flags = unsigned(Ordinal);
@@ -80,7 +95,11 @@ void DeviceIndexUncheckedCheck::report(const Violation &V,
   }
   if (Ordinal < Proven)
     return;
-  SourceLocation Loc = V.Match.Operands[0].Source->getBeginLoc();
+  // At the literal, where the ordinal is written.
+  const Operand &Used = V.Match.Operands[0];
+  SourceLocation Loc = Used.Facts.OrdinalSpelled.isValid()
+                           ? Used.Facts.OrdinalSpelled
+                           : Used.Source->getBeginLoc();
   if (!firstAt(Loc))
     return;
   // Proving one device is proving CUDA is there, not checking an ordinal.

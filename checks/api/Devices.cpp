@@ -1,6 +1,7 @@
 //===--- Devices.cpp - torch-tidy -----------------------------------------===//
 
 #include "Devices.h"
+#include "StdLibrary.h"
 #include "TorchApi.h"
 #include "TorchMatchers.h"
 #include "clang/AST/DeclTemplate.h"
@@ -310,7 +311,7 @@ static bool isCudaDeviceType(const Expr *E, const ASTContext &Ctx) {
 }
 
 /// A hard-coded ordinal: `1` in `Device(kCUDA, 1)`, `"cuda:1"`.
-static const Expr *ordinalLiteral(const Expr *E, int64_t &Ordinal, bool String) {
+const Expr *ordinalLiteral(const Expr *E, int64_t &Ordinal, bool String) {
   E = spelledArgument(E);
   if (!String) {
     const auto *Literal = dyn_cast<IntegerLiteral>(E);
@@ -331,8 +332,8 @@ static const Expr *ordinalLiteral(const Expr *E, int64_t &Ordinal, bool String) 
   return Literal;
 }
 
-const Expr *spelledCudaOrdinal(const Stmt &S, const ASTContext &Ctx,
-                               int64_t &Ordinal) {
+const Expr *cudaOrdinalArgument(const Stmt &S, const ASTContext &Ctx,
+                                bool &IsString) {
   llvm::SmallVector<const Expr *, 2> Args;
   llvm::StringRef Callee;
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(&S)) {
@@ -359,15 +360,25 @@ const Expr *spelledCudaOrdinal(const Stmt &S, const ASTContext &Ctx,
     return nullptr;
   }
   llvm::erase_if(Args, [](const Expr *A) { return isa<CXXDefaultArgExpr>(A); });
+  IsString = false;
   if (Callee == "device_index")
-    return Args.size() == 1 ? ordinalLiteral(Args[0], Ordinal, false) : nullptr;
+    return Args.size() == 1 ? Args[0] : nullptr;
   if (Args.size() == 2)
-    return isCudaDeviceType(Args[0], Ctx)
-               ? ordinalLiteral(Args[1], Ordinal, false)
-               : nullptr;
-  if (Args.size() == 1)
-    return ordinalLiteral(Args[0], Ordinal, true);
-  return nullptr;
+    return isCudaDeviceType(Args[0], Ctx) ? Args[1] : nullptr;
+  if (Args.size() != 1)
+    return nullptr;
+  // `Device(spec)`: a string, not a Device, DeviceType or TensorOptions.
+  if (!isStringType(Args[0]->getType()))
+    return nullptr;
+  IsString = true;
+  return Args[0];
+}
+
+const Expr *spelledCudaOrdinal(const Stmt &S, const ASTContext &Ctx,
+                               int64_t &Ordinal) {
+  bool IsString = false;
+  const Expr *Arg = cudaOrdinalArgument(S, Ctx, IsString);
+  return Arg ? ordinalLiteral(Arg, Ordinal, IsString) : nullptr;
 }
 
 } // namespace clang::tidy::torch

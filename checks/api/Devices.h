@@ -70,6 +70,17 @@ bool isDeviceLiteral(const Expr *E);
 const Expr *spelledCudaOrdinal(const Stmt &S, const ASTContext &Ctx,
                                int64_t &Ordinal);
 
+/// The argument of such a statement that gives its CUDA ordinal, written
+/// out or not: the index of `Device(kCUDA, index)`, the spec of
+/// `Device(spec)`; null when \p S gives none. \p IsString: a spec string.
+const Expr *cudaOrdinalArgument(const Stmt &S, const ASTContext &Ctx,
+                                bool &IsString);
+
+/// The ordinal that \p E spells as a literal: an integer literal, or, with
+/// \p String, a `"cuda:N"` string (through std::string constructions). Sets
+/// \p Ordinal and returns the literal; null otherwise.
+const Expr *ordinalLiteral(const Expr *E, int64_t &Ordinal, bool String);
+
 } // namespace clang::tidy::torch
 
 #endif // TORCH_TIDY_API_DEVICES_H

@@ -203,6 +203,19 @@ bool isStdFunction(QualType T) {
                     "function");
 }
 
+bool isStringType(QualType T) {
+  if (T.isNull())
+    return false;
+  T = T.getNonReferenceType().getCanonicalType();
+  if (T->isPointerType() || T->isArrayType()) {
+    QualType Element = T->isPointerType() ? T->getPointeeType()
+                                          : QualType(T->getArrayElementTypeNoTypeQual(), 0);
+    return Element->isCharType();
+  }
+  const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+  return isStdClass(RD, "basic_string") || isStdClass(RD, "basic_string_view");
+}
+
 bool isCallableType(QualType T) {
   if (T.isNull())
     return false;

@@ -54,6 +54,8 @@ bool isContainerReset(llvm::StringRef Method);
 
 /// `std::function<...>`.
 bool isStdFunction(QualType T);
+/// Text: std::string, std::string_view, a char pointer or array.
+bool isStringType(QualType T);
 /// A value that holds code: a `std::function`, a function pointer or
 /// reference, a lambda's closure.
 bool isCallableType(QualType T);

@@ -471,7 +471,7 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
     // A user class built here: what its constructor does to its members.
     if (const auto *Construct = dyn_cast<CXXConstructExpr>(Stripped);
         Construct && RD && !isTorchValueType(Type) && !isTupleLike(Type) &&
-        !isCallableType(Type)) {
+        !isCallableType(Type) && !isStringType(Type)) {
       transferConstruction(*Construct, L, St);
       return;
     }

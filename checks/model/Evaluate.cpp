@@ -199,6 +199,30 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
   if (const auto *Cond = dyn_cast<ConditionalOperator>(E))
     return joinFacts(evaluate(Cond->getTrueExpr(), S),
                      evaluate(Cond->getFalseExpr(), S));
+  // A CUDA ordinal written out (`1`, `"cuda:1"`): where it is written
+  // travels with the value.
+  if (bool IsString = isStringType(E->getType());
+      IsString || E->getType()->isIntegerType()) {
+    int64_t Ordinal = 0;
+    if (const Expr *Literal = ordinalLiteral(E, Ordinal, IsString);
+        Literal && Ordinal > 0) {
+      F.OrdinalSpelled = Literal->getBeginLoc();
+      F.SpelledOrdinal = Ordinal;
+    }
+    // A constant (`constexpr int kGpu = 1;`) is no storage: its value is
+    // its initialiser's.
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+          Var && Var->isConstexpr() && Var->getInit() && !locationOf(E)) {
+        ValueFacts Init = evaluate(Var->getInit(), S);
+        F.OrdinalSpelled = Init.OrdinalSpelled;
+        F.SpelledOrdinal = Init.SpelledOrdinal;
+      }
+    // An int's scalar facts and a device literal's device are added below,
+    // to F; a string has nothing else to know.
+    if (IsString && F.OrdinalSpelled.isValid() && !isDeviceLiteral(E))
+      return F;
+  }
   // A call that returns the caller's storage is that storage for its parts;
   // its value is what its summary returns.
   if (Location L = locationOf(E);

@@ -16,6 +16,8 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          HalfAutocast == O.HalfAutocast &&
          PendingCopy == O.PendingCopy &&
          PendingIf == O.PendingIf && ConvertedCopy == O.ConvertedCopy &&
+         OrdinalSpelled == O.OrdinalSpelled &&
+         SpelledOrdinal == O.SpelledOrdinal &&
          MayBeZeroDim == O.MayBeZeroDim && DeviceUnset == O.DeviceUnset &&
          FromDeviceConflict == O.FromDeviceConflict &&
          Scalar == O.Scalar && Callables == O.Callables &&
@@ -217,6 +219,16 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   } else {
     R.clearConvertedCopy();
   }
+  // An ordinal written on some path: the first in the source.
+  const ValueFacts &Ordinal =
+      B.OrdinalSpelled.isInvalid() ||
+              (A.OrdinalSpelled.isValid() &&
+               A.OrdinalSpelled.getRawEncoding() <=
+                   B.OrdinalSpelled.getRawEncoding())
+          ? A
+          : B;
+  R.OrdinalSpelled = Ordinal.OrdinalSpelled;
+  R.SpelledOrdinal = Ordinal.SpelledOrdinal;
   R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;
   R.FromDeviceConflict = A.FromDeviceConflict || B.FromDeviceConflict;
   R.DeviceUnset = A.DeviceUnset && B.DeviceUnset;

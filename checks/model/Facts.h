@@ -165,6 +165,10 @@ struct ValueFacts {
     ConvertedCopy = SourceLocation();
     ConvertedVia = nullptr;
   }
+  /// Ints and strings: a CUDA ordinal above 0 written as a literal (`1`,
+  /// `"cuda:1"`) that this value is, on some path, and where it is written.
+  SourceLocation OrdinalSpelled;
+  int64_t SpelledOrdinal = 0;
   /// False when the tensor provably has at least one dimension; a 0-dim CPU
   /// tensor may be combined with CUDA tensors by element-wise operators.
   bool MayBeZeroDim = true;

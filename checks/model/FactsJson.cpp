@@ -148,6 +148,10 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     if (V.ConvertedVia)
       O["convertedVia"] = path(V.ConvertedVia);
   }
+  if (V.OrdinalSpelled.isValid()) {
+    O["ordinal"] = V.SpelledOrdinal;
+    O["ordinalAt"] = place(V.OrdinalSpelled);
+  }
   if (!V.MayBeZeroDim)
     O["zeroDim"] = false;
   if (V.FromDeviceConflict)

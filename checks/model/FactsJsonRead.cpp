@@ -139,6 +139,10 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
     V.clearPendingCopy();
   V.ConvertedCopy = place(O->get("converted"));
   V.ConvertedVia = path(O->getArray("convertedVia"));
+  V.OrdinalSpelled = place(O->get("ordinalAt"));
+  V.SpelledOrdinal = V.OrdinalSpelled.isValid()
+                         ? O->getInteger("ordinal").value_or(0)
+                         : 0;
   V.MayBeZeroDim = O->getBoolean("zeroDim").value_or(true);
   V.FromDeviceConflict = O->getBoolean("deviceConflict").value_or(false);
   V.DeviceUnset = O->getBoolean("deviceUnset").value_or(false);

@@ -127,7 +127,7 @@ static const CXXRecordDecl *thisClass(const FunctionDecl &F) {
 static bool isTrackedType(QualType T) {
   T = T.getNonReferenceType();
   return isTorchValueType(T) || T->isBooleanType() || T->isIntegerType() ||
-         isCallableType(T);
+         isCallableType(T) || isStringType(T);
 }
 
 /// "Whatever \p D held at entry": a device is the symbolic device it names.

@@ -57,3 +57,42 @@ void guarded_caller(int n) {
   for (int i = 0; i < torch::cuda::device_count(); ++i)
     guarded_caller_helper();
 }
+
+// The ordinal written elsewhere than the device: a string local, a
+// constant, a ternary's arm, a caller's argument. The warning goes to the
+// literal.
+namespace {
+constexpr const char *kServingSpec = "cuda:3";
+// CHECK-MESSAGES: :[[@LINE-1]]:38: warning: hard-coded CUDA device ordinal 3 is never checked
+torch::Device device_from(const std::string &spec) { return torch::Device(spec); }
+torch::Device checked_device_from(const std::string &spec) {
+  return torch::Device(spec);
+}
+} // namespace
+
+void spec_in_a_local() {
+  std::string spec = "cuda:2";
+  // CHECK-MESSAGES: :[[@LINE-1]]:22: warning: hard-coded CUDA device ordinal 2 is never checked
+  torch::Device d(spec);
+}
+
+void spec_in_a_constant() {
+  torch::Device d(kServingSpec);
+}
+
+void spec_from_environment(const char *env) {
+  torch::Device d(env != nullptr ? env : "cuda:1");
+  // CHECK-MESSAGES: :[[@LINE-1]]:42: warning: hard-coded CUDA device ordinal 1 is never checked
+}
+
+void spec_handed_to_a_helper() {
+  auto d = device_from("cuda:4");
+  // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: hard-coded CUDA device ordinal 4 is never checked
+}
+
+void spec_checked_before_the_helper() {
+  if (torch::cuda::device_count() > 5)
+    checked_device_from("cuda:5");
+  std::string first = "cuda:0";
+  torch::Device d(first);
+}

@@ -192,7 +192,7 @@ void field_neg(torch::Tensor &x) {
 // positive
 void container_pos(std::vector<torch::Device> &replicas) {
   const std::vector<int> gpu_ids = {0, 1};
-  // KNOWN MISS: the engine does not carry this yet (docs/carriers.md)
+  // CHECK-MESSAGES: :[[@LINE-1]]:{{[0-9]+}}: warning: {{.*}}[torch-device-index-unchecked]
   for (int id : gpu_ids)
     replicas.push_back(torch::Device(torch::kCUDA, id));
 }
