@@ -28,29 +28,19 @@ public:
     if (S.getBeginLoc().isInvalid() ||
         M.context().getSourceManager().isInSystemHeader(S.getBeginLoc()))
       return false;
-    int64_t Ordinal = 0;
-    const Expr *Literal = spelledCudaOrdinal(S, M.context(), Ordinal);
-    if (!Literal) {
-      // An ordinal written elsewhere (a constant, a local, a ternary's arm,
-      // a caller's argument) that reaches this device.
-      bool IsString = false;
-      const Expr *Arg = cudaOrdinalArgument(S, M.context(), IsString);
-      if (!Arg)
-        return false;
-      ValueFacts F = M.evaluate(Arg, St);
-      if (F.OrdinalSpelled.isInvalid())
-        return false;
-      Ordinal = F.SpelledOrdinal;
-      Out.Operands.push_back({F, "", Arg});
-      Out.Flags = unsigned(Ordinal);
-      return Ordinal > 0;
-    }
-    if (Ordinal <= 0)
+    bool IsString = false;
+    const Expr *Arg = cudaOrdinalArgument(S, M.context(), IsString);
+    if (!Arg)
       return false;
-    Out.Operands.push_back({ValueFacts(), "", Literal});
-    Out.Flags = unsigned(Ordinal);
+    // The ordinal's value says where it is written: here, or in a constant,
+    // a local, a ternary's arm, a caller's argument.
+    ValueFacts F = M.evaluate(Arg, St);
+    if (F.OrdinalSpelled.isInvalid() || F.SpelledOrdinal <= 0)
+      return false;
+    Out.Operands.push_back({F, "", Arg});
+    Out.Flags = unsigned(F.SpelledOrdinal);
     // A member's default initialiser or a global's: no path of its own.
-    if (M.isOutsidePaths(*Literal))
+    if (M.isOutsidePaths(*Arg))
       Out.Flags |= ClassScopeFlag;
     return true;
   }
@@ -96,10 +86,7 @@ void DeviceIndexUncheckedCheck::report(const Violation &V,
   if (Ordinal < Proven)
     return;
   // At the literal, where the ordinal is written.
-  const Operand &Used = V.Match.Operands[0];
-  SourceLocation Loc = Used.Facts.OrdinalSpelled.isValid()
-                           ? Used.Facts.OrdinalSpelled
-                           : Used.Source->getBeginLoc();
+  SourceLocation Loc = V.Match.Operands[0].Facts.OrdinalSpelled;
   if (!firstAt(Loc))
     return;
   // Proving one device is proving CUDA is there, not checking an ordinal.

@@ -109,11 +109,8 @@ void TensorToDiscardedCheck::report(const Violation &V, ProgramModel &Program) {
     bool QuoteObject = !ObjectText.empty() &&
                        ObjectText.size() <= MaxQuotedObjectLength &&
                        !ObjectText.contains('\n');
-    bool HasArguments = llvm::any_of(Call->arguments(), [](const Expr *Arg) {
-      return !isa<CXXDefaultArgExpr>(Arg);
-    });
     std::string Spelled = Member->getMemberDecl()->getNameAsString() +
-                          (HasArguments ? "(...)" : "()");
+                          (hasSpelledArgument(*Call) ? "(...)" : "()");
     std::string Unchanged = "the tensor";
     if (QuoteObject) {
       Spelled = (ObjectText + (Member->isArrow() ? "->" : ".") + Spelled).str();

@@ -374,11 +374,4 @@ const Expr *cudaOrdinalArgument(const Stmt &S, const ASTContext &Ctx,
   return Args[0];
 }
 
-const Expr *spelledCudaOrdinal(const Stmt &S, const ASTContext &Ctx,
-                               int64_t &Ordinal) {
-  bool IsString = false;
-  const Expr *Arg = cudaOrdinalArgument(S, Ctx, IsString);
-  return Arg ? ordinalLiteral(Arg, Ordinal, IsString) : nullptr;
-}
-
 } // namespace clang::tidy::torch

@@ -63,16 +63,11 @@ const Expr *stripToDeviceLiteral(const Expr *E);
 /// constant, `torch::Device(type, ...)`.
 bool isDeviceLiteral(const Expr *E);
 
-/// The hard-coded CUDA ordinal that \p S spells, when it is a Device or
+/// The argument that gives the CUDA ordinal of \p S, when it is a Device or
 /// TensorOptions construction, `.device(...)`, `.device_index(...)` or
-/// `c10::device_index(...)`: `1` in `Device(kCUDA, 1)`, `"cuda:1"`. Sets
-/// \p Ordinal and returns the literal; null otherwise.
-const Expr *spelledCudaOrdinal(const Stmt &S, const ASTContext &Ctx,
-                               int64_t &Ordinal);
-
-/// The argument of such a statement that gives its CUDA ordinal, written
-/// out or not: the index of `Device(kCUDA, index)`, the spec of
-/// `Device(spec)`; null when \p S gives none. \p IsString: a spec string.
+/// `c10::device_index(...)`, written out or not: the index of
+/// `Device(kCUDA, index)`, the spec of `Device(spec)`; null when \p S gives
+/// none. \p IsString: a spec string.
 const Expr *cudaOrdinalArgument(const Stmt &S, const ASTContext &Ctx,
                                 bool &IsString);
 

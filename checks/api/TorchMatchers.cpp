@@ -157,6 +157,12 @@ bool isRunAsStatement(const Stmt &Parent, const Stmt &Child, ASTContext &Ctx) {
   return isa<LabelStmt, AttributedStmt>(&Parent);
 }
 
+bool hasSpelledArgument(const CallExpr &Call) {
+  return llvm::any_of(Call.arguments(), [](const Expr *Arg) {
+    return !isa<CXXDefaultArgExpr>(Arg);
+  });
+}
+
 const Expr *discardedFullExpression(const Expr &E, ASTContext &Ctx) {
   const Expr *Current = &E;
   while (true) {

@@ -64,6 +64,9 @@ bool isScriptValueType(QualType T);
 /// case or label body), so that its value, if any, goes nowhere.
 bool isRunAsStatement(const Stmt &Parent, const Stmt &Child, ASTContext &Ctx);
 
+/// Whether \p Call spells an argument (one not filled in by a default).
+bool hasSpelledArgument(const CallExpr &Call);
+
 /// The full expression whose value is \p E's, when that value is thrown
 /// away (a statement of its own); null when it is used, or cast to void.
 const Expr *discardedFullExpression(const Expr &E, ASTContext &Ctx);

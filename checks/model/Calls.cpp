@@ -316,8 +316,9 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   const FunctionSummary *Summary = summaryAt(Call, St);
   // A virtual call of uncertain target: what training does on the path is
   // what one of the overrides that may run does.
-  auto Dispatched = Summary ? decltype(Program.dispatchedSummaries(Call))()
-                            : Program.dispatchedSummaries(Call);
+  ProgramModel::Dispatched Dispatched;
+  if (!Summary)
+    Dispatched = Program.dispatchedSummaries(Call);
   if (!Dispatched.empty()) {
     std::optional<PathFacts> Joined;
     for (const auto &[Override, OverrideSummary] : Dispatched) {

@@ -199,25 +199,27 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
   if (const auto *Cond = dyn_cast<ConditionalOperator>(E))
     return joinFacts(evaluate(Cond->getTrueExpr(), S),
                      evaluate(Cond->getFalseExpr(), S));
-  // A CUDA ordinal written out (`1`, `"cuda:1"`): where it is written
-  // travels with the value.
-  if (bool IsString = isStringType(E->getType());
-      IsString || E->getType()->isIntegerType()) {
+  // A CUDA ordinal written out (`1`, `"cuda:1"`, a string built from one):
+  // where it is written travels with the value. A constant (`constexpr int
+  // kGpu = 1;`) is no storage: its value is its initialiser's.
+  const auto *Constant =
+      isa<DeclRefExpr>(E) ? dyn_cast<VarDecl>(cast<DeclRefExpr>(E)->getDecl())
+                          : nullptr;
+  if (Constant ? Constant->isConstexpr() && Constant->getInit()
+               : isa<IntegerLiteral, StringLiteral, CXXConstructExpr,
+                     CXXFunctionalCastExpr>(E)) {
+    bool IsString = isStringType(E->getType());
     int64_t Ordinal = 0;
-    if (const Expr *Literal = ordinalLiteral(E, Ordinal, IsString);
-        Literal && Ordinal > 0) {
+    if (Constant && !locationOf(E)) {
+      ValueFacts Init = evaluate(Constant->getInit(), S);
+      F.OrdinalSpelled = Init.OrdinalSpelled;
+      F.SpelledOrdinal = Init.SpelledOrdinal;
+    } else if (const Expr *Literal = ordinalLiteral(E, Ordinal, IsString);
+               Literal && Ordinal > 0 &&
+               (IsString || E->getType()->isIntegerType())) {
       F.OrdinalSpelled = Literal->getBeginLoc();
       F.SpelledOrdinal = Ordinal;
     }
-    // A constant (`constexpr int kGpu = 1;`) is no storage: its value is
-    // its initialiser's.
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
-      if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
-          Var && Var->isConstexpr() && Var->getInit() && !locationOf(E)) {
-        ValueFacts Init = evaluate(Var->getInit(), S);
-        F.OrdinalSpelled = Init.OrdinalSpelled;
-        F.SpelledOrdinal = Init.SpelledOrdinal;
-      }
     // An int's scalar facts and a device literal's device are added below,
     // to F; a string has nothing else to know.
     if (IsString && F.OrdinalSpelled.isValid() && !isDeviceLiteral(E))

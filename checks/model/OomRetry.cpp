@@ -77,12 +77,6 @@ std::string spelling(const Expr &E, ASTContext &Ctx) {
   return Compact;
 }
 
-bool hasSpelledArgument(const CallExpr &Call) {
-  return llvm::any_of(Call.arguments(), [](const Expr *Arg) {
-    return !isa<CXXDefaultArgExpr>(Arg);
-  });
-}
-
 /// Whether the caller uses \p Call's result (tests it, stores it) rather
 /// than running it as a statement.
 bool resultIsUsed(const CallExpr &Call, ASTContext &Ctx) {

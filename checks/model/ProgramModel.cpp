@@ -307,10 +307,9 @@ const FunctionDecl *ProgramModel::calleeOf(const CallExpr &Call) {
   return Only;
 }
 
-llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 2>
+ProgramModel::Dispatched
 ProgramModel::dispatchedSummaries(const CallExpr &Call) {
-  llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 2>
-      Out;
+  Dispatched Out;
   const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call);
   const auto *Method =
       Member ? dyn_cast_or_null<CXXMethodDecl>(Call.getDirectCallee()) : nullptr;

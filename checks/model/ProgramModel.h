@@ -163,8 +163,9 @@ public:
   /// For a virtual call whose target is not certain: each override the TU
   /// defines in a class of the object's, which may run there, with its
   /// summary (those without one are left out).
-  llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 2>
-  dispatchedSummaries(const CallExpr &Call);
+  using Dispatched =
+      llvm::SmallVector<std::pair<const FunctionDecl *, const FunctionSummary *>, 2>;
+  Dispatched dispatchedSummaries(const CallExpr &Call);
   /// Every function that some call of the TU's user code runs: clang's
   /// CallGraph leaves out constructors defined in other TUs.
   std::vector<const FunctionDecl *> calledFunctions();

@@ -58,9 +58,8 @@ void FlowModel::transferGradientState(const CallExpr &Call,
   // A callable whose contents are unknown (a hook the callers registered)
   // may reset the gradients of every optimizer it can reach: all but this
   // function's own, which no lambda captured and no pointer holds.
-  if (!Summary && callableHolder(Call) &&
-      possibleCallableTargets(Call, St).empty() &&
-      !evaluate(callableHolder(Call), St).CallablesKnown)
+  if (const Expr *Holder = callableHolder(Call);
+      Holder && !Summary && !evaluate(Holder, St).CallablesKnown)
     unknownCodeMayReset(Path);
   // An opaque call handed an optimizer or a module may reset or step.
   bool Opaque = !Summary && FD && !isLibraryFunction(*FD) &&
