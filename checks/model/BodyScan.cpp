@@ -13,6 +13,7 @@
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "api/Training.h"
+#include "support/UserCodeParents.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
@@ -20,6 +21,27 @@
 namespace clang::tidy::torch {
 
 namespace {
+
+/// A variable's initialiser without the wrappers around a construction
+/// (`Evaluator e(net)`, `Evaluator e = Evaluator(net)`, `Evaluator e{net}`).
+const Expr *stripConversionsKeepingConstruct(const VarDecl *VD) {
+  const Expr *E = VD->getInit()->IgnoreImplicit();
+  while (true) {
+    if (const auto *FC = dyn_cast<CXXFunctionalCastExpr>(E))
+      E = FC->getSubExpr()->IgnoreImplicit();
+    else if (const auto *BTE = dyn_cast<CXXBindTemporaryExpr>(E))
+      E = BTE->getSubExpr()->IgnoreImplicit();
+    else
+      return E;
+  }
+}
+
+/// A class of the program's own, not a library's.
+bool isUserClass(QualType T) {
+  const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+  return RD && !RD->isInStdNamespace() && !isTorchNamespaceDecl(*RD) &&
+         !isSystemHeaderDecl(*RD, RD->getASTContext().getSourceManager());
+}
 
 /// Collects, in one walk of the body, the variables whose address is kept,
 /// the variables backward() runs on, and the pointers to pinned memory.
@@ -78,6 +100,16 @@ public:
     return true;
   }
 
+  /// A copy of an object (`auto b = a;`, a by-value capture or argument).
+  bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+    if (Construct->getConstructor()->isCopyOrMoveConstructor() &&
+        Construct->getNumArgs() >= 1)
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(
+              Construct->getArg(0)->IgnoreParenImpCasts()))
+        Copied.insert(Ref->getDecl());
+    return true;
+  }
+
   bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
     if (Op->isAssignmentOp() && Op->getNumArgs() == 2)
       if (const auto *Ref = dyn_cast<DeclRefExpr>(
@@ -92,6 +124,14 @@ public:
   bool VisitVarDecl(VarDecl *VD) {
     if (!VD->hasLocalStorage() || !VD->getInit())
       return true;
+    // `Evaluator eval(net);`: an object that may bind members to `net`.
+    if (const auto *Construct =
+            dyn_cast<CXXConstructExpr>(stripConversionsKeepingConstruct(VD));
+        Construct && !isa<ParmVarDecl>(VD) &&
+        !VD->getType()->isReferenceType() && isUserClass(VD->getType()) &&
+        !Construct->getConstructor()->isCopyOrMoveConstructor() &&
+        Construct->getConstructor()->isUserProvided())
+      Constructed.push_back({VD, Construct});
     // `Net copy = model;`: a second handle of the same module.
     if (isSharedModuleHandleType(VD->getType()) &&
         !VD->getType()->isReferenceType())
@@ -179,6 +219,15 @@ public:
         Out.try_emplace(Copy, Source);
   }
 
+  /// The objects whose members name what their construction passed.
+  void addObjectConstructions(
+      llvm::DenseMap<const VarDecl *, const CXXConstructExpr *> &Out) const {
+    for (const auto &[Object, Construct] : Constructed)
+      if (!Writes.lookup(Object) && !Copied.contains(Object) &&
+          !Escaped.contains(Object))
+        Out.try_emplace(Object, Construct);
+  }
+
   /// The variables whose address was taken for a pointer that does more
   /// than name them.
   void addAliasEscapes() {
@@ -245,6 +294,9 @@ private:
   const TorchApiOptions &Opts;
   llvm::DenseMap<const ValueDecl *, const CallExpr *> Backward;
   llvm::DenseMap<const ValueDecl *, unsigned> Writes;
+  llvm::SmallVector<std::pair<const VarDecl *, const CXXConstructExpr *>, 2>
+      Constructed;
+  llvm::DenseSet<const ValueDecl *> Copied;
   llvm::DenseSet<const UnaryOperator *> PassedAddresses;
   llvm::DenseSet<const UnaryOperator *> AliasInits;
   llvm::SmallVector<std::pair<const ValueDecl *, const ValueDecl *>, 2> Aliases;
@@ -393,6 +445,7 @@ FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
   Owners.addShared(Escaped);
   Scanner.addAliasEscapes();
   Scanner.addHandleAliases(HandleAliases);
+  Scanner.addObjectConstructions(ObjectConstructions);
   BackwardReceivers = Scanner.backwardReceivers();
   PinnedHostPointers = std::move(Scanner.PinnedPointers);
   CapturedByReference = std::move(Scanner.CapturedByReference);

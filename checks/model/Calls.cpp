@@ -208,6 +208,10 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
           if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
             St.forgetTree(Location::local(VD));
       }
+    // Even a const object's methods may change what its reference
+    // members name.
+    if (Location L = locationOf(stripConversions(Arg)))
+      forgetBoundObjects(L, St);
     if (!mayChangeArgument(FD, I, Arg))
       continue;
     // std::get<0>(t), v.at(i): a library call whose result names a part of
@@ -233,7 +237,10 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
   // non-const method of the user's may change every member of its object.
   St.forgetRoots(Location::Global);
   const auto *MD = dyn_cast_or_null<CXXMethodDecl>(FD);
-  if (!MD || MD->isConst() || MD->isStatic() || !Call.Object)
+  if (!MD || MD->isStatic() || !Call.Object)
+    return;
+  forgetBoundObjects(Call.Object, St);
+  if (MD->isConst())
     return;
   St.forgetTree(Call.Object);
   // A method of the class whose state is being computed, on `*this`: it

@@ -300,8 +300,10 @@ ClassState computeClassState(const CXXRecordDecl &Class,
   if (isModuleHandleType(Program.context().getRecordType(Def)))
     return Result;
   llvm::SmallVector<const FieldDecl *, 8> Members;
+  // A member bound to a caller's object has no invariant of the class's:
+  // its facts are that object's, wherever the caller takes it.
   for (const FieldDecl *F : fieldsWithBases(*Def))
-    if (isTrackedMember(*F))
+    if (isTrackedMember(*F) && !Program.isBoundByConstructor(*F))
       Members.push_back(F);
   if (Members.empty())
     return Result;

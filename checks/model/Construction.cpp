@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FlowModel.h"
+#include "ClassState.h"
 #include "ProgramModel.h"
 #include "Summary.h"
 #include "api/StdLibrary.h"
@@ -87,6 +88,28 @@ static bool mayKeepModule(const CXXConstructorDecl &Ctor,
   return false;
 }
 
+bool FlowModel::keepsModulesOnlyBound(const CXXConstructExpr &E,
+                                      const CXXConstructorDecl &Ctor,
+                                      const Location &Object,
+                                      unsigned Argument) const {
+  const auto *Var = Object.Kind == Location::Local && !Object.Depth
+                        ? dyn_cast_or_null<VarDecl>(Object.Root)
+                        : nullptr;
+  auto It = Var ? ObjectConstructions.find(Var) : ObjectConstructions.end();
+  if (It == ObjectConstructions.end() || It->second != &E)
+    return false;
+  bool Binds = false;
+  for (const FieldDecl *Field : fieldsWithBases(*Ctor.getParent())) {
+    if (!canShareModule(Field->getType()))
+      continue;
+    std::optional<unsigned> Index = Program.boundParameter(Ctor, *Field);
+    if (!Index)
+      return false; // a member that may keep a module out of sight
+    Binds |= *Index == Argument;
+  }
+  return Binds;
+}
+
 void FlowModel::transferConstruction(const CXXConstructExpr &E,
                                      const Location &Object,
                                      State &St) const {
@@ -112,6 +135,10 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
       const ParmVarDecl *Param =
           Ctor && I < Ctor->getNumParams() ? Ctor->getParamDecl(I) : nullptr;
       if (Param && !mayKeepModule(*Ctor, *Summary, *Param))
+        continue;
+      // Kept only in members bound to it: the object's methods act on the
+      // caller's handle through them.
+      if (Ctor && keepsModulesOnlyBound(E, *Ctor, Object, I))
         continue;
       if (Location Handle = locationOf(stripConversions(Arg)))
         St.forgetTree(Handle);

@@ -263,6 +263,19 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
           if (Part != There)
             if (Location In = Part.replacePrefix(There, L))
               Here.set(In, Caller.get(Part).withoutEntries());
+        // Its members that name the caller's objects: those objects.
+        for (const auto &[Member, Target] : M.boundMembers(There)) {
+          Location InCallee = Member.replacePrefix(There, L);
+          ValueFacts V = Caller.get(Target).withoutEntries();
+          if (QualType T = Member.last().asField()->getType().getNonReferenceType();
+              isModuleHandleType(T))
+            M.withClassFacts(V, T);
+          Here.set(InCallee, V);
+          for (const Location &Part : Caller.tree(Target))
+            if (Part != Target)
+              if (Location In = Part.replacePrefix(Target, InCallee))
+                Here.set(In, Caller.get(Part).withoutEntries());
+        }
       }
     }
     const EntryContext &CallerContext = entryContext(*CallerDef);

@@ -43,6 +43,9 @@ ValueFacts ValueFacts::withoutEntries() const {
   F.Pin.Entry = nullptr;
   F.Graph.Entry = nullptr;
   F.Mode.Entry = nullptr;
+  F.Pin.Otherwise = {};
+  F.Graph.Otherwise = {};
+  F.Mode.Otherwise = {};
   F.KeepsCallerFacts = false;
   return F;
 }
@@ -51,8 +54,37 @@ bool ValueFacts::dependsOnEntry() const {
   return Device.Entry || Pin.Entry || Graph.Entry || Mode.Entry;
 }
 
+/// Whether \p S is the entry value unchanged on some path: it depends on
+/// one entry value, and nothing is known of it beyond that.
+template <typename T> static bool keepsEntry(const Sourced<T> &S) {
+  return S.Entry && !S.isKnown() && !S.AlsoEntry && !S.EitherEntry;
+}
+
 template <typename T>
 static Sourced<T> joinSourced(const Sourced<T> &A, const Sourced<T> &B) {
+  // The entry value on some paths, a value established here on the others:
+  // the callers' value decides, joined with it (Sourced::Otherwise).
+  auto EntryOrValue = [](const Sourced<T> &Kept, const Sourced<T> &Set) {
+    if (Kept.Otherwise != T() && Kept.Otherwise != Set.Value)
+      return Sourced<T>();
+    Sourced<T> R = Kept;
+    R.Otherwise = Set.Value;
+    R.Origin = Set.Origin;
+    R.Via = Set.Via;
+    return R;
+  };
+  if (keepsEntry(A) && !B.Entry && B.isKnown())
+    return EntryOrValue(A, B);
+  if (keepsEntry(B) && !A.Entry && A.isKnown())
+    return EntryOrValue(B, A);
+  if (keepsEntry(A) && keepsEntry(B) && A.Entry == B.Entry &&
+      A.Otherwise != B.Otherwise) {
+    if (A.Otherwise == T())
+      return B;
+    return B.Otherwise == T() ? A : Sourced<T>();
+  }
+  if (A.Otherwise != B.Otherwise)
+    return {};
   if (!(A.Value == B.Value) || A.AlsoEntry != B.AlsoEntry)
     return {};
   // An entry value known here (a member's class state, what every caller
@@ -178,6 +210,8 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
     return A;
   ValueFacts R;
   R.Device = joinSourced(A.Device, B.Device);
+  if (R.Device.Otherwise.isKnown())
+    R.Device = {}; // devices have their own alternatives (EitherEntry)
   if (!R.Device.isKnown() && !R.Device.Entry)
     R.Device = eitherEntry(A.Device, B.Device);
   R.Pin = joinSourced(A.Pin, B.Pin);

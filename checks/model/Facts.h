@@ -75,9 +75,13 @@ template <typename T> struct Sourced {
   /// The calls through which the fact reached this function; null when it
   /// was established here.
   const CallStep *Via = nullptr;
+  /// With Entry and no Value: the value on the paths that did not keep the
+  /// entry value (`if (c) m.train();`, a loop that may run zero times). The
+  /// callers' value of Entry joined with it decides. Not for devices.
+  T Otherwise{};
   bool operator==(const Sourced &O) const {
     return Value == O.Value && Entry == O.Entry && AlsoEntry == O.AlsoEntry &&
-           EitherEntry == O.EitherEntry;
+           EitherEntry == O.EitherEntry && Otherwise == O.Otherwise;
   }
   bool operator!=(const Sourced &O) const { return !(*this == O); }
   bool isKnown() const { return !(Value == T()); }

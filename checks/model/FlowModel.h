@@ -98,6 +98,18 @@ public:
   /// parameter or local that the function never reseats), as locationOf
   /// names it; a pointer parameter names its pointee like a reference.
   Location pointeeLocation(const Expr *Pointer) const;
+  /// \p L with a member that names a caller's object (MemberBindings.cpp)
+  /// replaced by that object when this function built the object; invalid
+  /// for a reference member of an object built out of sight, which names
+  /// nothing the analysis can follow.
+  Location throughBindings(const Location &L) const;
+  /// Forgets what \p Object's binding members name (a call that may do
+  /// anything to the object).
+  void forgetBoundObjects(const Location &Object, State &St) const;
+  /// The binding members of the local object \p Object that name another
+  /// location, each with it.
+  llvm::SmallVector<std::pair<Location, Location>, 2>
+  boundMembers(const Location &Object) const;
   /// The caller's storage that a call returns (a getter of a member, a
   /// function returning its reference parameter), when its summary says
   /// which; null otherwise.
@@ -368,6 +380,11 @@ private:
   void applySummary(const ResolvedCall &Call, const FunctionSummary &Summary,
                     const Location &Result, State &St) const;
   void forgetOpaqueEffects(const ResolvedCall &Call, State &St) const;
+  /// Whether the object \p E builds at \p Object keeps the module of its
+  /// argument \p Argument only in members bound to it, if at all.
+  bool keepsModulesOnlyBound(const CXXConstructExpr &E,
+                             const CXXConstructorDecl &Ctor,
+                             const Location &Object, unsigned Argument) const;
   /// A local object of this function that only its own code can reach: no
   /// lambda captured it by reference and no pointer or reference holds it.
   bool isPrivateObject(const Expr &Object) const;
@@ -418,6 +435,9 @@ private:
   /// Module handle variables initialised as a copy of another handle and
   /// never assigned: they name the same module.
   llvm::DenseMap<const ValueDecl *, const Expr *> HandleAliases;
+  /// Local objects built by a constructor, never assigned, copied or
+  /// addressed: their binding members name what the construction passed.
+  llvm::DenseMap<const VarDecl *, const CXXConstructExpr *> ObjectConstructions;
 
   /// Records the writes of \p S, and the emptyCache() it runs, in every
   /// out-of-memory handler the path entered.

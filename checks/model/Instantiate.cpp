@@ -62,7 +62,7 @@ Location FlowModel::callerLocation(const Location &InCallee,
                           ? pointeeLocation(Arg)
                           : locationOf(stripConversions(Arg));
       // `*net` passed for a `Module &`: the handle.
-      return Base ? InCallee.rebased(Base) : Location();
+      return Base ? throughBindings(InCallee.rebased(Base)) : Location();
     }
     // A variable a lambda captures: the caller's own, when the caller is the
     // function that declares it or a lambda that captures it too.
@@ -73,7 +73,8 @@ Location FlowModel::callerLocation(const Location &InCallee,
     return {};
   }
   case Location::This:
-    return Call.Object ? InCallee.rebased(Call.Object) : Location();
+    return Call.Object ? throughBindings(InCallee.rebased(Call.Object))
+                       : Location();
   case Location::Global:
     return InCallee;
   default:
@@ -286,7 +287,21 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
       SourcedT Here = entryValueAt(*Fact.Entry, Call, S).*Member;
       if (!Here.isKnown() && !isa<ParmVarDecl>(Fact.Entry) && Fact.isKnown())
         return throughCall(Fact, Call);
-      return Here;
+      if (Fact.Otherwise == decltype(Fact.Otherwise)())
+        return Here;
+      // The entry value on some paths, Otherwise on the others: known when
+      // the caller's value is Otherwise. (A path of the callee may not run
+      // for this call: "one or the other" would claim that it does.)
+      if (Here.isKnown())
+        return Here.Value == Fact.Otherwise ? Here : SourcedT();
+      if (!Here.Entry || Here.AlsoEntry ||
+          (Here.Otherwise != decltype(Fact.Otherwise)() &&
+           Here.Otherwise != Fact.Otherwise))
+        return SourcedT();
+      // The caller's own entry value, or the same Otherwise.
+      SourcedT Chained = throughCall(Fact, Call);
+      Chained.Entry = Here.Entry;
+      return Chained;
     }
     return Fact.isKnown() ? throughCall(Fact, Call) : SourcedT();
   };

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FlowModel.h"
+#include "ClassState.h"
 #include "ProgramModel.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
@@ -149,7 +150,8 @@ Location FlowModel::locationOf(const Expr *E) const {
                  ? Location::global(Static)
                  : Location();
     const auto *Field = dyn_cast<FieldDecl>(Member->getMemberDecl());
-    if (!Field || Field->getType()->isReferenceType())
+    if (!Field || (Field->getType()->isReferenceType() &&
+                   !Program.isBindingMember(*Field)))
       return {};
     const Expr *Base = Member->getBase()->IgnoreParenImpCasts();
     if (isa<CXXThisExpr>(Base))
@@ -168,7 +170,7 @@ Location FlowModel::locationOf(const Expr *E) const {
       return {};
     }
     if (Location Object = locationOf(Base))
-      return Object.child(Selector::field(Field));
+      return throughBindings(Object.child(Selector::field(Field)));
     return {};
   }
 
@@ -344,6 +346,67 @@ bool FlowModel::isOutsidePaths(const Expr &E) const {
                   !SM.isBeforeInTranslationUnit(
                       Where, SM.getExpansionLoc(I->getSourceLocation()));
          });
+}
+
+Location FlowModel::throughBindings(const Location &L) const {
+  for (unsigned I = 0; I < L.Depth; ++I) {
+    const FieldDecl *Field = Selector::fromRaw(L.Path[I]).asField();
+    if (!Field)
+      continue;
+    bool Reference = Field->getType()->isReferenceType();
+    if (!Reference && !isSharedModuleHandleType(Field->getType()))
+      continue;
+    const auto *Object = L.Kind == Location::Local && I == 0
+                             ? dyn_cast_or_null<VarDecl>(L.Root)
+                             : nullptr;
+    if (auto It = Object ? ObjectConstructions.find(Object)
+                         : ObjectConstructions.end();
+        It != ObjectConstructions.end())
+      if (std::optional<unsigned> Index =
+              Program.boundParameter(*It->second->getConstructor(), *Field);
+          Index && *Index < It->second->getNumArgs())
+        if (Location Target =
+                locationOf(stripConversions(It->second->getArg(*Index))))
+          return L.replacePrefix(
+              Location::local(Object).child(Selector::field(Field)), Target);
+    if (!Reference)
+      return L;
+    // A reference member of `*this`, of a parameter, or of a variable a
+    // lambda captures: what the caller built it from decides.
+    bool CallerBinds =
+        I == 0 && (L.Kind == Location::This ||
+                   (L.Kind == Location::Local &&
+                    (isa<ParmVarDecl>(L.Root) ||
+                     L.Root->getDeclContext() != Function)));
+    return CallerBinds ? L : Location();
+  }
+  return L;
+}
+
+llvm::SmallVector<std::pair<Location, Location>, 2>
+FlowModel::boundMembers(const Location &Object) const {
+  llvm::SmallVector<std::pair<Location, Location>, 2> Out;
+  const auto *Var = Object.Kind == Location::Local && !Object.Depth
+                        ? dyn_cast_or_null<VarDecl>(Object.Root)
+                        : nullptr;
+  if (!Var || !ObjectConstructions.count(Var))
+    return Out;
+  const CXXRecordDecl *Class = Var->getType()->getAsCXXRecordDecl();
+  if (!Class || !Class->hasDefinition())
+    return Out;
+  for (const FieldDecl *Field : fieldsWithBases(*Class)) {
+    if (!Program.isBindingMember(*Field))
+      continue;
+    Location Member = Object.child(Selector::field(Field));
+    if (Location Target = throughBindings(Member); Target && Target != Member)
+      Out.push_back({Member, Target});
+  }
+  return Out;
+}
+
+void FlowModel::forgetBoundObjects(const Location &Object, State &St) const {
+  for (const auto &Bound : boundMembers(Object))
+    St.forgetTree(Bound.second);
 }
 
 } // namespace clang::tidy::torch

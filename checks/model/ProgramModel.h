@@ -219,6 +219,20 @@ public:
   Tri userModuleModeLayers(const CXXRecordDecl &RD);
   /// Members that code writes through an object other than `*this`.
   const llvm::DenseSet<const FieldDecl *> &foreignWrittenMembers();
+  /// Whether \p Field can name a caller's object for its object's lifetime
+  /// (MemberBindings.cpp): a reference, or a module handle that no method
+  /// reseats.
+  bool isBindingMember(const FieldDecl &Field);
+  /// Whether a constructor of \p Field's class binds it to an argument.
+  bool isBoundByConstructor(const FieldDecl &Field);
+  /// Whether \p Class or a base of it has a binding member.
+  bool hasBindingMember(const CXXRecordDecl &Class);
+  /// The parameter of \p Ctor whose argument \p Field names once \p Ctor
+  /// has run, through base and delegated constructors; none when it names
+  /// no argument.
+  std::optional<unsigned> boundParameter(const CXXConstructorDecl &Ctor,
+                                         const FieldDecl &Field,
+                                         unsigned Depth = 0);
   /// Whether a method of \p Class is being analysed to compute its state.
   bool isBuilding(const CXXRecordDecl *Class) const;
   bool callsClassUnderConstruction(const CallExpr &Call) const;
@@ -374,6 +388,7 @@ private:
   llvm::DenseMap<const VarDecl *, std::optional<ValueFacts>> Globals;
   std::unordered_map<const Type *, ModuleClassFacts> ModuleClasses;
   std::optional<llvm::StringMap<const NamedDecl *>> DeclarationsByUSR;
+  llvm::DenseMap<const FieldDecl *, bool> ReseatedMembers;
   bool ForeignWritesFound = false;
   llvm::DenseSet<const FieldDecl *> ForeignWrites;
   llvm::DenseMap<const Decl *, std::unique_ptr<ParentMap>> ParentMaps;

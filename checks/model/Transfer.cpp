@@ -340,6 +340,19 @@ void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
     // audit costs a second analysis of this one).
     applyAutocastDestruction(*RD, St);
   }
+  // An object whose members name the caller's objects: what its destructor
+  // does to them (`~EvalPhase() { module_.train(); }`).
+  if (auto It = ObjectConstructions.find(&Var); It != ObjectConstructions.end())
+    if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl())
+      if (const CXXDestructorDecl *Dtor = RD->getDestructor();
+          Dtor && Dtor->isUserProvided() && Program.hasBindingMember(*RD))
+        if (const FunctionSummary *Summary = Program.summary(*Dtor)) {
+          ResolvedCall Call;
+          Call.Call = It->second;
+          Call.Callee = Dtor;
+          Call.Object = Location::local(&Var);
+          applySummary(Call, *Summary, Location(), St);
+        }
   for (auto It = P.GradGuards.begin(); It != P.GradGuards.end(); ++It)
     if (It->first == &Var) {
       P.Grad = It->second;

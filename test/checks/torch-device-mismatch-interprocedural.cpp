@@ -316,6 +316,17 @@ void handle_kept_by_a_trainer(torch::Device device) {
   net->forward(torch::randn({2, 4}).to(device));
 }
 
+// The trainer's member names the caller's module: fit() moved `net` too.
+void handle_kept_and_moved_by_a_trainer(torch::Device device) {
+  Net net;
+  KeepingTrainer trainer(net, device);
+  trainer.fit();
+  net->forward(torch::randn({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: module 'net' has its parameters on 'device' (from 'KeepingTrainer' at {{.*}}) but is called with 'torch::randn({2, 4})' on CPU; this crashes on a machine where 'device' is CUDA
+  // CHECK-MESSAGES: :[[@LINE-4]]:18: note: 'net' comes from the call of 'KeepingTrainer' here
+  // CHECK-MESSAGES: :[[@LINE-3]]:16: note: 'torch::randn({2, 4})' is on CPU from here
+}
+
 // A forward that moves its input returns where it moved it, not on the
 // module's or the input's device: the sharded model's output is on
 // 'placement.dense', as the labels are.
