@@ -97,7 +97,9 @@ void EvalModeMissingCheck::report(const Violation &V, ProgramModel &Program) {
   // decoding loop whose outputs make the loss evaluates nothing.
   if (Trains != Program.graphsBackpropagated().contains(Forward))
     return;
-  SourceLocation Loc = Forward->getBeginLoc();
+  // A callee of another TU's audit summary: at its forward all the same.
+  SourceLocation Loc = V.FromCallee && !V.Context.At ? locationOf(V, true)
+                                                     : Forward->getBeginLoc();
   if (!firstAt(Loc))
     return;
   std::string Name = nameOf(Module, Ctx, "the module");

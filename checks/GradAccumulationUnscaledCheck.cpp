@@ -109,10 +109,17 @@ void GradAccumulationUnscaledCheck::report(const Violation &V,
   SourceLocation Backward = locationOf(V, /*InCallee=*/true);
   if (V.Context.Path.StepsRun.empty() || !firstAt(Backward))
     return;
-  // The step first in source order, for the note and the count.
+  // For the note and the count: the first step after the backward() in
+  // source order (the loop's own), else the first.
+  SourceLocation Here = locationOf(V, /*InCallee=*/false);
   const std::pair<const Stmt *, SourceLocation> *Step = nullptr;
+  auto Rank = [&](const std::pair<const Stmt *, SourceLocation> &S) {
+    return !SM.isBeforeInTranslationUnit(Here, S.second);
+  };
   for (const auto &S : V.Context.Path.StepsRun)
-    if (!Step || SM.isBeforeInTranslationUnit(S.second, Step->second))
+    if (!Step || Rank(S) < Rank(*Step) ||
+        (Rank(S) == Rank(*Step) &&
+         SM.isBeforeInTranslationUnit(S.second, Step->second)))
       Step = &S;
   diag(Backward, "backward() of a mean loss adds its gradients over several "
                  "iterations before one step(): the update is as many times "

@@ -208,6 +208,10 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     else if (const FunctionSummary *Inner = A.model().summaryAt(*Call, Before))
       S.MaySynchronize |= Inner->MaySynchronize;
   });
+  // A whole training run (its backward passes and steps in its own loops)
+  // rescales the gradients it computes itself, not those its caller left.
+  if ((S.Backward.isValid() || S.Step.isValid()) && !S.TrainsPerCall)
+    S.RescalesGradients = false;
   return S;
 }
 

@@ -132,3 +132,43 @@ void no_step(Net &net) {
   for (int i = 0; i < 100; ++i)
     net->forward(batch()).mean().backward();
 }
+
+// A finished training run that rescales its own gradients says nothing of
+// the accumulation that follows it.
+void pretrain_rescaled(Net &net, torch::optim::Optimizer &opt, double scale) {
+  for (int i = 0; i < 10; ++i) {
+    (net->forward(batch()).mean() * scale).backward();
+    for (auto &p : net->parameters())
+      p.grad().div_(scale);
+    opt.step();
+    opt.zero_grad();
+  }
+}
+void accumulate_after_pretraining(Net &net, torch::optim::Optimizer &opt) {
+  pretrain_rescaled(net, opt, 1024.0);
+  for (int i = 0; i < 100; ++i) {
+    auto loss = net->forward(batch()).mean();
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a mean loss adds its gradients over several iterations before one step(){{.*}}[torch-grad-accumulation-unscaled]
+    if ((i + 1) % 4 == 0) {
+      opt.step();
+      // CHECK-MESSAGES: :[[@LINE-1]]:11: note: the step() runs only on some iterations
+      opt.zero_grad();
+    }
+  }
+}
+
+// A per-step helper that rescales the gradients before it steps.
+void rescale_and_step(Net &net, torch::optim::Optimizer &opt) {
+  for (auto &p : net->parameters())
+    p.grad().div_(4);
+  opt.step();
+  opt.zero_grad();
+}
+void accumulate_with_rescaling_helper(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 100; ++i) {
+    net->forward(batch()).mean().backward();
+    if ((i + 1) % 4 == 0)
+      rescale_and_step(net, opt);
+  }
+}
