@@ -100,13 +100,19 @@ public:
     return true;
   }
 
-  /// A copy of an object (`auto b = a;`, a by-value capture or argument).
+  /// A copy of an object, or a move from it (`auto b = a;`,
+  /// `v.push_back(std::move(a))`, a by-value capture or argument).
   bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
-    if (Construct->getConstructor()->isCopyOrMoveConstructor() &&
-        Construct->getNumArgs() >= 1)
-      if (const auto *Ref = dyn_cast<DeclRefExpr>(
-              Construct->getArg(0)->IgnoreParenImpCasts()))
-        Copied.insert(Ref->getDecl());
+    if (!Construct->getConstructor()->isCopyOrMoveConstructor() ||
+        Construct->getNumArgs() < 1)
+      return true;
+    const Expr *Source = Construct->getArg(0)->IgnoreParenImpCasts();
+    if (const auto *Move = dyn_cast<CallExpr>(Source);
+        Move && Move->getNumArgs() == 1 && Move->getDirectCallee() &&
+        Move->getDirectCallee()->isInStdNamespace())
+      Source = Move->getArg(0)->IgnoreParenImpCasts();
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Source))
+      Copied.insert(Ref->getDecl());
     return true;
   }
 

@@ -156,3 +156,11 @@ void paths_disagree() {
   maybe_resume(net, false); // which path runs is the argument's: unknown
   probe_quietly(net);
 }
+
+void moved_trainer() {
+  Net net;
+  QuickTrainer trainer(net);
+  QuickTrainer other = std::move(trainer);
+  other.model()->eval();
+  probe_quietly(net); // `other` holds the module now: unknown here
+}
