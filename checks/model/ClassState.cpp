@@ -300,10 +300,8 @@ ClassState computeClassState(const CXXRecordDecl &Class,
   if (isModuleHandleType(Program.context().getRecordType(Def)))
     return Result;
   llvm::SmallVector<const FieldDecl *, 8> Members;
-  // A member bound to a caller's object has no invariant of the class's:
-  // its facts are that object's, wherever the caller takes it.
   for (const FieldDecl *F : fieldsWithBases(*Def))
-    if (isTrackedMember(*F) && !Program.isBoundByConstructor(*F))
+    if (isTrackedMember(*F))
       Members.push_back(F);
   if (Members.empty())
     return Result;
@@ -395,9 +393,16 @@ ClassState computeClassState(const CXXRecordDecl &Class,
       break;
     }
   }
-  for (const Location &L : Keys)
-    if (const ValueFacts &V = Facts[L]; !V.isUnknown() && !V.Empty)
+  for (const Location &L : Keys) {
+    ValueFacts V = Facts[L];
+    // A member bound to a caller's module has no mode of the class's: the
+    // caller switches it between the methods' calls.
+    if (const FieldDecl *F = Selector::fromRaw(L.Path[0]).asField();
+        F && Program.isBoundByConstructor(*F))
+      V.Mode = {};
+    if (!V.isUnknown() && !V.Empty)
       Result.Members[L] = V;
+  }
   return Result;
 }
 

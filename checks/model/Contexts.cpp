@@ -19,8 +19,11 @@
 namespace clang::tidy::torch {
 
 /// The entry values a call hands to \p F: its parameters, the members of
-/// `*this`, the variables a lambda captures.
-static llvm::SmallVector<const ValueDecl *, 8> entryValues(const FunctionDecl &F) {
+/// `*this` (of the class of \p Object when it derives from F's: a CRTP
+/// base's method reaches the derived class's members through its
+/// `static_cast`), the variables a lambda captures.
+static llvm::SmallVector<const ValueDecl *, 8>
+entryValues(const FunctionDecl &F, const Expr *Object = nullptr) {
   llvm::SmallVector<const ValueDecl *, 8> Out;
   for (const ParmVarDecl *P : F.parameters())
     Out.push_back(P);
@@ -31,7 +34,18 @@ static llvm::SmallVector<const ValueDecl *, 8> entryValues(const FunctionDecl &F
           if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
             Out.push_back(VD);
     } else if (!Method->isStatic() && !isa<CXXConstructorDecl>(Method)) {
-      for (const FieldDecl *Field : fieldsWithBases(*Method->getParent()))
+      const CXXRecordDecl *Class = Method->getParent();
+      QualType ObjectType =
+          Object ? Object->IgnoreParenImpCasts()->getType().getNonReferenceType()
+                 : QualType();
+      if (!ObjectType.isNull() && ObjectType->isPointerType())
+        ObjectType = ObjectType->getPointeeType();
+      if (const CXXRecordDecl *Dynamic =
+              ObjectType.isNull() ? nullptr : ObjectType->getAsCXXRecordDecl();
+          Dynamic && Dynamic->hasDefinition() &&
+          Dynamic->isDerivedFrom(Class))
+        Class = Dynamic;
+      for (const FieldDecl *Field : fieldsWithBases(*Class))
         Out.push_back(Field);
     }
   }
@@ -239,7 +253,7 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     Here.path().CudaDtypeAsEntry = false;
     // A lambda defined and called inside a guarded scope: its creation
     // point's guard holds too (it is a must-fact).
-    for (const ValueDecl *D : entryValues(F)) {
+    for (const ValueDecl *D : entryValues(F, Call.ObjectExpr)) {
       ValueFacts V;
       if (IsLambda && isa<VarDecl>(D) &&
           D->getDeclContext() == CallerDef) {

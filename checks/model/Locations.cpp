@@ -90,6 +90,16 @@ Location FlowModel::locationOf(const Expr *E) const {
       E = MTE->getSubExpr();
       continue;
     }
+    // `static_cast<Derived &>(*this)` (a CRTP base's self()) names the
+    // same object.
+    if (const auto *Cast = dyn_cast<CXXStaticCastExpr>(E);
+        Cast && (Cast->getCastKind() == CK_BaseToDerived ||
+                 Cast->getCastKind() == CK_DerivedToBase ||
+                 Cast->getCastKind() == CK_NoOp) &&
+        Cast->getType()->isRecordType()) {
+      E = Cast->getSubExpr();
+      continue;
+    }
     // std::move(x), std::forward<T>(x) name x.
     if (const auto *Call = dyn_cast<CallExpr>(E); Call && Call->getNumArgs() == 1)
       if (const FunctionDecl *FD = Call->getDirectCallee();

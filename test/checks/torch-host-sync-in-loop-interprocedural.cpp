@@ -537,3 +537,54 @@ void train_vae_on_host() {
     log_value(kl.item<double>()); // near-miss: the module stays on the CPU
   }
 }
+
+// --- A CRTP base runs the steps of its derived trainer ------------------------
+
+template <class Derived> class StepLoop {
+public:
+  void run(int steps) {
+    for (int s = 0; s < steps; ++s) {
+      auto loss = self().train_step();
+      self().on_step_end(loss);
+    }
+  }
+
+private:
+  Derived &self() { return static_cast<Derived &>(*this); }
+};
+
+// The model member is the caller's module (a holder copied in), on the
+// trainer's device.
+class DeviceTrainer : public StepLoop<DeviceTrainer> {
+public:
+  DeviceTrainer(Net net, torch::Device device)
+      : net_(std::move(net)), device_(device),
+        opt_(net_->parameters(), torch::optim::SGDOptions(0.1)) {}
+  torch::Tensor train_step() {
+    auto loss = net_->forward(torch::randn({8, 4}).to(device_)).mean();
+    opt_.zero_grad();
+    loss.backward();
+    opt_.step();
+    return loss.detach();
+  }
+  void on_step_end(const torch::Tensor &loss) {
+    total_ += loss.item<double>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}
+    // CHECK-MESSAGES: :{{[0-9]+}}:14: note: called on every training step from here
+    // CHECK-MESSAGES: :{{[0-9]+}}:26: note: inside this training loop, which calls 'train_step()'
+    // CHECK-MESSAGES: :{{[0-9]+}}:8: note: 'loss' is on 'device' from here
+  }
+
+private:
+  Net net_;
+  torch::Device device_;
+  torch::optim::SGD opt_;
+  double total_ = 0;
+};
+
+void crtp_trainer(torch::Device device) {
+  Net net;
+  net->to(device);
+  DeviceTrainer trainer(net, device);
+  trainer.run(100);
+}
