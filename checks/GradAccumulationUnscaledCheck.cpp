@@ -11,7 +11,6 @@
 
 #include "GradAccumulationUnscaledCheck.h"
 #include "api/Training.h"
-#include "clang/AST/ParentMapContext.h"
 #include "clang/Lex/Lexer.h"
 
 namespace clang::tidy::torch {
@@ -60,32 +59,6 @@ public:
 const ScaledAccumulation Instance;
 const RequirementRegistration Registered(Instance);
 
-/// `N` of the `i % N` in the condition of the `if` around \p Step, when it
-/// is a literal or a variable; empty otherwise.
-std::string accumulationCount(const Stmt &Step, ASTContext &Ctx) {
-  DynTypedNodeList Parents = Ctx.getParents(Step);
-  for (unsigned Depth = 0; Depth < 6 && !Parents.empty(); ++Depth) {
-    if (const auto *If = Parents[0].get<IfStmt>()) {
-      const auto *Cmp =
-          dyn_cast<BinaryOperator>(If->getCond()->IgnoreParenImpCasts());
-      const auto *Mod =
-          Cmp ? dyn_cast<BinaryOperator>(Cmp->getLHS()->IgnoreParenImpCasts())
-              : nullptr;
-      if (!Mod || Mod->getOpcode() != BO_Rem)
-        return "";
-      const Expr *N = Mod->getRHS()->IgnoreParenImpCasts();
-      if (!isa<IntegerLiteral>(N) && !isa<DeclRefExpr>(N))
-        return "";
-      return Lexer::getSourceText(
-                 CharSourceRange::getTokenRange(N->getSourceRange()),
-                 Ctx.getSourceManager(), Ctx.getLangOpts())
-          .str();
-    }
-    Parents = Ctx.getParents(Parents[0]);
-  }
-  return "";
-}
-
 } // namespace
 
 GradAccumulationUnscaledCheck::GradAccumulationUnscaledCheck(
@@ -112,15 +85,13 @@ void GradAccumulationUnscaledCheck::report(const Violation &V,
   // For the note and the count: the first step after the backward() in
   // source order (the loop's own), else the first.
   SourceLocation Here = locationOf(V, /*InCallee=*/false);
-  const std::pair<const Stmt *, SourceLocation> *Step = nullptr;
-  auto Rank = [&](const std::pair<const Stmt *, SourceLocation> &S) {
-    return !SM.isBeforeInTranslationUnit(Here, S.second);
-  };
-  for (const auto &S : V.Context.Path.StepsRun)
-    if (!Step || Rank(S) < Rank(*Step) ||
-        (Rank(S) == Rank(*Step) &&
-         SM.isBeforeInTranslationUnit(S.second, Step->second)))
-      Step = &S;
+  const auto *Step = llvm::min_element(
+      V.Context.Path.StepsRun, [&](const auto &A, const auto &B) {
+        bool AAfter = SM.isBeforeInTranslationUnit(Here, A.second);
+        if (AAfter != SM.isBeforeInTranslationUnit(Here, B.second))
+          return AAfter;
+        return SM.isBeforeInTranslationUnit(A.second, B.second);
+      });
   diag(Backward, "backward() of a mean loss adds its gradients over several "
                  "iterations before one step(): the update is as many times "
                  "too large; divide the loss by the number of accumulated "

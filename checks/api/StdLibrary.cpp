@@ -268,4 +268,14 @@ bool isOstreamInsertion(const CXXOperatorCallExpr &Op) {
   return isStdClass(Stream->getAsCXXRecordDecl(), "basic_ostream");
 }
 
+const Expr *movedOrForwarded(const Expr *E) {
+  const auto *Call = E ? dyn_cast<CallExpr>(E->IgnoreParenImpCasts()) : nullptr;
+  const FunctionDecl *FD = Call ? Call->getDirectCallee() : nullptr;
+  if (FD && Call->getNumArgs() == 1 && FD->isInStdNamespace() &&
+      FD->getIdentifier() &&
+      (FD->getName() == "move" || FD->getName() == "forward"))
+    return Call->getArg(0);
+  return nullptr;
+}
+
 } // namespace clang::tidy::torch

@@ -56,6 +56,9 @@ bool isContainerReset(llvm::StringRef Method);
 bool isStdFunction(QualType T);
 /// Text: std::string, std::string_view, a char pointer or array.
 bool isStringType(QualType T);
+/// The argument of `std::move(x)` or `std::forward<T>(x)` (parentheses and
+/// implicit casts around the call ignored); null for anything else.
+const Expr *movedOrForwarded(const Expr *E);
 /// A value that holds code: a `std::function`, a function pointer or
 /// reference, a lambda's closure.
 bool isCallableType(QualType T);

@@ -5,6 +5,8 @@
 #include "TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
+#include "clang/AST/ParentMapContext.h"
+#include "clang/Lex/Lexer.h"
 
 namespace clang::tidy::torch {
 
@@ -154,6 +156,30 @@ const Expr *setGradEnabledArgument(const CallExpr &Call) {
       FD->getQualifiedNameAsString() != "c10::GradMode::set_enabled")
     return nullptr;
   return Call.getArg(0);
+}
+
+std::string accumulationCount(const Stmt &Step, ASTContext &Ctx) {
+  DynTypedNodeList Parents = Ctx.getParents(Step);
+  for (unsigned Depth = 0; Depth < 6 && !Parents.empty(); ++Depth) {
+    if (const auto *If = Parents[0].get<IfStmt>()) {
+      const auto *Cmp =
+          dyn_cast<BinaryOperator>(If->getCond()->IgnoreParenImpCasts());
+      const auto *Mod =
+          Cmp ? dyn_cast<BinaryOperator>(Cmp->getLHS()->IgnoreParenImpCasts())
+              : nullptr;
+      if (!Mod || Mod->getOpcode() != BO_Rem)
+        return "";
+      const Expr *N = Mod->getRHS()->IgnoreParenImpCasts();
+      if (!isa<IntegerLiteral>(N) && !isa<DeclRefExpr>(N))
+        return "";
+      return Lexer::getSourceText(
+                 CharSourceRange::getTokenRange(N->getSourceRange()),
+                 Ctx.getSourceManager(), Ctx.getLangOpts())
+          .str();
+    }
+    Parents = Ctx.getParents(Parents[0]);
+  }
+  return "";
 }
 
 } // namespace clang::tidy::torch

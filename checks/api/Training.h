@@ -47,6 +47,11 @@ GradGuardEffect gradGuardEffect(const VarDecl &VD, const ASTContext &Ctx,
 /// `c10::GradMode::set_enabled(x)`: its argument, or null.
 const Expr *setGradEnabledArgument(const CallExpr &Call);
 
+/// `N` of the `i % N` in the condition of the `if` around \p Step (a
+/// step of gradient accumulation), when it is a literal or a variable;
+/// empty otherwise.
+std::string accumulationCount(const Stmt &Step, ASTContext &Ctx);
+
 } // namespace clang::tidy::torch
 
 #endif // TORCH_TIDY_API_TRAINING_H

@@ -106,12 +106,10 @@ public:
     if (!Construct->getConstructor()->isCopyOrMoveConstructor() ||
         Construct->getNumArgs() < 1)
       return true;
-    const Expr *Source = Construct->getArg(0)->IgnoreParenImpCasts();
-    if (const auto *Move = dyn_cast<CallExpr>(Source);
-        Move && Move->getNumArgs() == 1 && Move->getDirectCallee() &&
-        Move->getDirectCallee()->isInStdNamespace())
-      Source = Move->getArg(0)->IgnoreParenImpCasts();
-    if (const auto *Ref = dyn_cast<DeclRefExpr>(Source))
+    const Expr *Source = Construct->getArg(0);
+    if (const Expr *Moved = movedOrForwarded(Source))
+      Source = Moved;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Source->IgnoreParenImpCasts()))
       Copied.insert(Ref->getDecl());
     return true;
   }

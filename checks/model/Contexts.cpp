@@ -273,10 +273,13 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       std::optional<State> Temporary;
       if (Location There = M.callerStorage(L, Call, *Before, Temporary)) {
         const State &Caller = Temporary ? *Temporary : *Before;
-        for (const Location &Part : Caller.tree(There))
-          if (Part != There)
-            if (Location In = Part.replacePrefix(There, L))
-              Here.set(In, Caller.get(Part).withoutEntries());
+        auto CopyParts = [&](const Location &From, const Location &To) {
+          for (const Location &Part : Caller.tree(From))
+            if (Part != From)
+              if (Location In = Part.replacePrefix(From, To))
+                Here.set(In, Caller.get(Part).withoutEntries());
+        };
+        CopyParts(There, L);
         // Its members that name the caller's objects: those objects.
         for (const auto &[Member, Target] : M.boundMembers(There)) {
           Location InCallee = Member.replacePrefix(There, L);
@@ -285,10 +288,7 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
               isModuleHandleType(T))
             M.withClassFacts(V, T);
           Here.set(InCallee, V);
-          for (const Location &Part : Caller.tree(Target))
-            if (Part != Target)
-              if (Location In = Part.replacePrefix(Target, InCallee))
-                Here.set(In, Caller.get(Part).withoutEntries());
+          CopyParts(Target, InCallee);
         }
       }
     }

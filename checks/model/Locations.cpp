@@ -101,13 +101,10 @@ Location FlowModel::locationOf(const Expr *E) const {
       continue;
     }
     // std::move(x), std::forward<T>(x) name x.
-    if (const auto *Call = dyn_cast<CallExpr>(E); Call && Call->getNumArgs() == 1)
-      if (const FunctionDecl *FD = Call->getDirectCallee();
-          FD && FD->isInStdNamespace() && FD->getIdentifier() &&
-          (FD->getName() == "move" || FD->getName() == "forward")) {
-        E = Call->getArg(0);
-        continue;
-      }
+    if (const Expr *Moved = movedOrForwarded(E)) {
+      E = Moved;
+      continue;
+    }
     break;
   }
   if (!E)
@@ -363,9 +360,9 @@ Location FlowModel::throughBindings(const Location &L) const {
     const FieldDecl *Field = Selector::fromRaw(L.Path[I]).asField();
     if (!Field)
       continue;
-    bool Reference = Field->getType()->isReferenceType();
-    if (!Reference && !isSharedModuleHandleType(Field->getType()))
+    if (!Program.isBindingMember(*Field))
       continue;
+    bool Reference = Field->getType()->isReferenceType();
     const auto *Object = L.Kind == Location::Local && I == 0
                              ? dyn_cast_or_null<VarDecl>(L.Root)
                              : nullptr;

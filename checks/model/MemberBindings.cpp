@@ -12,6 +12,7 @@
 
 #include "ClassState.h"
 #include "ProgramModel.h"
+#include "api/StdLibrary.h"
 #include "api/TorchApi.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/RecursiveASTVisitor.h"
@@ -20,23 +21,16 @@ namespace clang::tidy::torch {
 
 namespace {
 
-/// `std::move(x)`, `std::forward<T>(x)`: x.
-const Expr *withoutMove(const Expr *E) {
-  const auto *Call = dyn_cast<CallExpr>(E->IgnoreParenImpCasts());
-  const FunctionDecl *FD = Call ? Call->getDirectCallee() : nullptr;
-  if (FD && Call->getNumArgs() == 1 && FD->isInStdNamespace() &&
-      FD->getIdentifier() &&
-      (FD->getName() == "move" || FD->getName() == "forward"))
-    return Call->getArg(0);
-  return E;
-}
-
 /// The parameter of \p Ctor that \p Init names: the parameter itself, a
 /// copy or move of it, or the module a handle parameter holds (`*net`).
 const ParmVarDecl *namedParameter(const Expr *Init,
                                   const CXXConstructorDecl &Ctor) {
   for (unsigned Depth = 0; Init && Depth < 4; ++Depth) {
-    Init = withoutMove(stripConversions(Init));
+    Init = stripConversions(Init);
+    if (const Expr *Moved = movedOrForwarded(Init)) {
+      Init = Moved;
+      continue;
+    }
     if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(Init);
         Op && Op->getOperator() == OO_Star && Op->getNumArgs() == 1 &&
         isModuleHandleType(Op->getArg(0)->getType())) {
@@ -82,28 +76,27 @@ private:
 } // namespace
 
 bool ProgramModel::isBindingMember(const FieldDecl &Field) {
-  QualType T = Field.getType();
-  if (T->isLValueReferenceType())
-    return true;
-  if (!isSharedModuleHandleType(T))
-    return false;
-  auto [It, Inserted] = ReseatedMembers.try_emplace(&Field, false);
+  // Asked for every member on every location that crosses a call.
+  auto [It, Inserted] = BindingMembers.try_emplace(&Field, false);
   if (!Inserted)
-    return !It->second;
-  ReseatFinder Finder(Field);
-  const auto *Class = dyn_cast<CXXRecordDecl>(Field.getParent());
-  if (!Class)
-    return false;
-  for (const CXXMethodDecl *Method : Class->methods()) {
-    const FunctionDecl *Body = nullptr;
-    if (isa<CXXConstructorDecl>(Method) || !Method->hasBody(Body) || !Body)
-      continue;
-    Finder.TraverseStmt(Body->getBody());
-    if (Finder.Found)
-      break;
-  }
-  ReseatedMembers[&Field] = Finder.Found;
-  return !Finder.Found;
+    return It->second;
+  QualType T = Field.getType();
+  bool Binds = T->isLValueReferenceType();
+  if (!Binds && isSharedModuleHandleType(T))
+    if (const auto *Class = dyn_cast<CXXRecordDecl>(Field.getParent())) {
+      ReseatFinder Finder(Field);
+      for (const CXXMethodDecl *Method : Class->methods()) {
+        const FunctionDecl *Body = nullptr;
+        if (isa<CXXConstructorDecl>(Method) || !Method->hasBody(Body) || !Body)
+          continue;
+        Finder.TraverseStmt(Body->getBody());
+        if (Finder.Found)
+          break;
+      }
+      Binds = !Finder.Found;
+    }
+  BindingMembers[&Field] = Binds;
+  return Binds;
 }
 
 bool ProgramModel::isBoundByConstructor(const FieldDecl &Field) {

@@ -388,7 +388,7 @@ private:
   llvm::DenseMap<const VarDecl *, std::optional<ValueFacts>> Globals;
   std::unordered_map<const Type *, ModuleClassFacts> ModuleClasses;
   std::optional<llvm::StringMap<const NamedDecl *>> DeclarationsByUSR;
-  llvm::DenseMap<const FieldDecl *, bool> ReseatedMembers;
+  llvm::DenseMap<const FieldDecl *, bool> BindingMembers;
   bool ForeignWritesFound = false;
   llvm::DenseSet<const FieldDecl *> ForeignWrites;
   llvm::DenseMap<const Decl *, std::unique_ptr<ParentMap>> ParentMaps;
