@@ -50,7 +50,9 @@ public:
 
   Verdict judge(const RequirementMatch &M, const SiteContext &C) const override {
     const ValueFacts &Module = M.Operands[0].Facts;
-    if ((M.Flags & InsideModuleForward) || Module.ModeLayers != Tri::Yes)
+    // Layers unknown here may be known where the callers built the module.
+    if ((M.Flags & InsideModuleForward) || Module.ModeLayers == Tri::No ||
+        (Module.ModeLayers == Tri::Unknown && !isCallerEntry(Module.Mode)))
       return Verdict::Holds;
     ModuleMode Mode = Module.Mode.Value;
     bool Evaluation = (M.Flags & InEvaluationFunction) ||

@@ -11,6 +11,7 @@
 #include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace clang::tidy::torch {
 
@@ -26,11 +27,36 @@ static bool isHostSideParameter(const FunctionDecl &FD, const ParmVarDecl &P) {
   return FD.getIdentifier() && FD.getName() == "ctc_loss" && N == "targets";
 }
 
+/// Element-wise LibTorch operations of two or more tensors (a function,
+/// or a tensor method on its object), in-place spellings without the `_`.
+static bool isElementwiseName(llvm::StringRef N) {
+  static const llvm::StringSet<> Names = {
+      "add",         "sub",        "mul",         "div",         "where",
+      "eq",          "ne",         "lt",          "gt",          "le",
+      "ge",          "pow",        "maximum",     "minimum",     "fmod",
+      "remainder",   "atan2",      "logical_and", "logical_or",  "logical_xor",
+      "bitwise_and", "bitwise_or", "bitwise_xor", "masked_fill", "lerp",
+      "addcmul",     "addcdiv",    "isclose",     "hypot",       "copysign"};
+  return Names.contains(N);
+}
+
 static bool isElementwiseFunction(const FunctionDecl &FD) {
-  if (!FD.getIdentifier())
-    return false;
-  llvm::StringRef N = FD.getName();
-  return N == "add" || N == "sub" || N == "mul" || N == "div" || N == "where";
+  return FD.getIdentifier() && isElementwiseName(FD.getName());
+}
+
+/// Tensor methods that compute with their object and a tensor argument,
+/// which must be on its device. Not those that read only the other's shape
+/// or dtype (`expand_as`, `type_as`), nor copies across devices (`copy_`,
+/// `to`).
+static bool isCombiningTensorMethod(llvm::StringRef N, bool &Elementwise) {
+  static const llvm::StringSet<> Other = {
+      "matmul",  "mm",           "bmm",           "mv",         "dot",
+      "addmm",   "gather",       "index_select",  "scatter",    "scatter_add",
+      "cross",   "dist",         "allclose",      "equal",      "take",
+      "index_add", "index_copy", "masked_select", "masked_scatter"};
+  llvm::StringRef Base = N.ends_with("_") ? N.drop_back() : N;
+  Elementwise = isElementwiseName(Base);
+  return Elementwise || Other.contains(Base);
 }
 
 /// The operands one argument gives: a tensor, the elements of a braced
@@ -88,6 +114,25 @@ bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out) {
   }
   const auto *Call = dyn_cast<CallExpr>(E);
   const FunctionDecl *FD = Call ? Call->getDirectCallee() : nullptr;
+  // `pred.eq(labels)`, `a.matmul(b)`: the object and its tensor arguments.
+  if (const auto *Member = dyn_cast_or_null<CXXMemberCallExpr>(Call)) {
+    llvm::StringRef Method = tensorMethodName(*Member);
+    bool Elementwise = false;
+    if (Method.empty() || !isCombiningTensorMethod(Method, Elementwise))
+      return false;
+    llvm::SmallVector<const Expr *, 4> Operands{memberCallObject(*Member)};
+    for (const Expr *Arg : Member->arguments())
+      if (const Expr *Tensor = tensorArgument(Arg))
+        Operands.push_back(Tensor);
+    if (Operands.size() < 2 || !Operands.front())
+      return false;
+    Out = {};
+    Out.What = "'" + Method.str() + "()'";
+    Out.Operands = std::move(Operands);
+    Out.Elementwise = Elementwise;
+    Out.InPlace = Method.ends_with("_");
+    return true;
+  }
   if (!FD || !isMultiTensorFunction(*FD))
     return false;
   Out = {};

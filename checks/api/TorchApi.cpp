@@ -177,7 +177,10 @@ bool isMultiTensorFunction(const FunctionDecl &FD) {
       "stft", "istft", "index_select", "gather", "lerp", "addcmul", "addcdiv",
       "bilinear", "cdist", "cosine_similarity", "pairwise_distance",
       "batch_norm", "layer_norm", "group_norm", "embedding",
-      "conv_transpose1d", "conv_transpose2d", "grid_sample"};
+      "conv_transpose1d", "conv_transpose2d", "grid_sample", "eq", "ne", "lt",
+      "gt", "le", "ge", "maximum", "minimum", "masked_fill", "masked_select",
+      "scatter", "scatter_add", "atan2", "fmod", "remainder", "isclose",
+      "allclose", "equal", "cross", "dist", "logical_and", "logical_or"};
   if (isa<CXXMethodDecl>(FD) || !FD.getIdentifier() ||
       !isTorchNamespaceDecl(FD))
     return false;
@@ -549,10 +552,16 @@ bool matchModuleCall(const Expr &E, ModuleCall &Out) {
     return true;
   }
   // `forward(x)` in another method of the module (a training_step hook):
-  // the module's own forward.
+  // the module's own forward. A type-erased `AnyModule` runs one too.
   if (const auto *MC = dyn_cast<CXXMemberCallExpr>(Call)) {
     const CXXMethodDecl *MD = MC->getMethodDecl();
     const Expr *Object = MC->getImplicitObjectArgument();
+    if (MD && MD->getIdentifier() && MD->getName() == "forward" && Object &&
+        MD->getParent()->getQualifiedNameAsString() == "torch::nn::AnyModule") {
+      Out.Module = throughArrow(Object);
+      Out.Inputs.assign(Call->arg_begin(), Call->arg_end());
+      return true;
+    }
     if (MD && MD->getIdentifier() && MD->getName() == "forward" &&
         derivesFromModule(MD->getParent()) && Object &&
         isa<CXXThisExpr>(Object->IgnoreParenImpCasts())) {

@@ -246,10 +246,16 @@ public:
     if (UO->getOpcode() == UO_Deref)
       notePointerDeref(UO->getSubExpr());
     if (UO->getOpcode() == UO_AddrOf && !PassedAddresses.contains(UO) &&
-        !AliasInits.contains(UO))
-      if (const auto *Ref =
-              dyn_cast<DeclRefExpr>(UO->getSubExpr()->IgnoreParenImpCasts()))
+        !AliasInits.contains(UO)) {
+      const Expr *Sub = UO->getSubExpr()->IgnoreParenImpCasts();
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(Sub))
         Escaped.insert(Ref->getDecl());
+      // `&member_` kept where the analysis cannot follow (a braced list
+      // of addresses walked by a loop): what it points to may change.
+      if (const auto *Member = dyn_cast<MemberExpr>(Sub);
+          Member && isa<CXXThisExpr>(Member->getBase()->IgnoreParenImpCasts()))
+        MemberAddresses.insert(UO);
+    }
     if (UO->isIncrementDecrementOp())
       notePointerWrite(UO->getSubExpr());
     return true;
@@ -278,6 +284,7 @@ public:
   }
 
   llvm::DenseSet<const ValueDecl *> PinnedPointers;
+  llvm::DenseSet<const UnaryOperator *> MemberAddresses;
 
 private:
   void notePointerDeref(const Expr *Pointer) {
@@ -454,6 +461,7 @@ FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
   PinnedHostPointers = std::move(Scanner.PinnedPointers);
   CapturedByReference = std::move(Scanner.CapturedByReference);
   CallingLoopRanges = std::move(Scanner.CallingLoopRanges);
+  EscapingMemberAddresses = std::move(Scanner.MemberAddresses);
 }
 
 const TorchApiOptions &FlowModel::options() const { return Program.options(); }

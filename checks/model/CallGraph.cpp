@@ -155,6 +155,20 @@ public:
           add(Lambda->getCallOperator(), Call);
     return true;
   }
+  /// A local object's destructor runs where its scope ends.
+  bool VisitVarDecl(VarDecl *Var) {
+    if (!Caller || !Var->hasLocalStorage() || isa<ParmVarDecl>(Var) ||
+        !Var->getInit())
+      return true;
+    const CXXRecordDecl *RD = Var->getType()->getAsCXXRecordDecl();
+    const CXXDestructorDecl *Dtor =
+        RD && RD->hasDefinition() ? RD->getDestructor() : nullptr;
+    if (!Dtor || !Dtor->isUserProvided() || !Dtor->hasBody() ||
+        isSystemHeaderDecl(*Dtor, Program.context().getSourceManager()))
+      return true;
+    Out[Dtor->getCanonicalDecl()].push_back({Var->getInit(), Caller, Var});
+    return true;
+  }
   bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
     const CXXConstructorDecl *Ctor = Construct->getConstructor();
     add(Ctor, Construct);

@@ -404,6 +404,14 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     St.set(L, F);
     return;
   }
+  // `seq->push_back(Dropout(0.5))`: the container now holds such a layer.
+  if (const Expr *Container = moduleMethodCallReceiver(Call, "push_back"))
+    if (Location L = locationOf(Container);
+        L && anyModeLayer({Call.getArgs(), Call.getNumArgs()})) {
+      ValueFacts F = heldForUpdate(L, St);
+      F.ModeLayers = Tri::Yes;
+      St.set(L, F);
+    }
   llvm::StringRef Method = tensorMethodName(Call);
   if (Method == "copy_") {
     Location L = locationOf(memberCallObject(Call));

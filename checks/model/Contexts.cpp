@@ -156,7 +156,7 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   if (Sites.empty() || (Escapes && External)) {
     if (External) {
       External->Root = false;
-      External->CalledFromOtherTUsOnly = !Escapes;
+      External->NoCallJudges = !Escapes;
       // The callers in other TUs seldom name this object's members: where
       // they know nothing of one, the class state stands.
       State Merged = C.Entry;
@@ -221,11 +221,20 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     const FlowAnalysis *A = analysis(*CallerDef);
     if (!A)
       continue;
-    std::optional<State> Before = A->stateBefore(*Site.Call);
+    std::optional<State> Before = Site.Destroyed
+                                      ? A->stateAtDestruction(*Site.Destroyed)
+                                      : A->stateBefore(*Site.Call);
     if (!Before)
       continue; // not reached
     const FlowModel &M = A->model();
-    ResolvedCall Call = M.resolve(*Site.Call, *Before);
+    ResolvedCall Call;
+    if (Site.Destroyed) {
+      Call.Call = Site.Call;
+      Call.Callee = &F;
+      Call.Object = Location::local(Site.Destroyed);
+    } else {
+      Call = M.resolve(*Site.Call, *Before);
+    }
     // A virtual call whose target is not certain may run F: as far as F's
     // context goes, F is what it runs. One certain to run another does not.
     if (const auto *Direct = dyn_cast<CallExpr>(Site.Call)
@@ -246,7 +255,11 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     Here.path().Grad = Before->path().Grad;
     Here.path().CountAtLeast = Before->path().CountAtLeast;
     Here.path().CountProof = Before->path().CountProof;
-    Here.path().Autocast = Before->path().Autocast;
+    // A caller's parameter means nothing here.
+    Here.path().Autocast =
+        Before->path().Autocast == AutocastState::AsParameter
+            ? AutocastState::Unknown
+            : Before->path().Autocast;
     Here.path().AutocastStart = Before->path().AutocastStart;
     Here.path().AutocastHalf = Before->path().AutocastHalf;
     Here.path().CudaAutocastHalf = Before->path().CudaAutocastHalf;
@@ -332,6 +345,8 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   }
   C.CountAtLeast = MaxCount;
   C.CountProof = MaxProof;
+  C.NoCallJudges = llvm::all_of(
+      Sites, [](const CallSite &Site) { return Site.Destroyed != nullptr; });
   if (Joined && Escapes) {
     // Callers no one sees may hand anything: of what the seen calls agree
     // on, only the autograd mode stands (a training loop calling a hook

@@ -335,6 +335,8 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
   // it may move its input (`x.to(device_)`). Otherwise a forward that runs
   // returns on its input's device, which is the module's.
   ValueFacts Module = evaluate(MC.Module, S);
+  // A loss module has no parameters however it is reached (a parameter).
+  withClassFacts(Module, MC.Module->getType().getNonReferenceType());
   const auto *Call = dyn_cast<CallExpr>(&E);
   // An output that is its input passed through (a parameter's entry
   // value) is on the module's device when that is known: a forward that
@@ -350,8 +352,11 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
     F.Device = Module.Device;
     if (!MC.Inputs.empty()) {
       Sourced<DeviceValue> Input = evaluate(MC.Inputs[0], S).Device;
-      if ((Module.HasParameters == Tri::No || !F.Device.Value.isKnown()) &&
-          (Input.Value.isKnown() || !F.Device.Entry))
+      // A parameterless module (a loss) computes on its input's device,
+      // whatever device its callers' handle is said to be on.
+      if (Module.HasParameters == Tri::No ||
+          (!F.Device.Value.isKnown() &&
+           (Input.Value.isKnown() || !F.Device.Entry)))
         F.Device = Input;
       // The input proves the same device without the callers' module.
       else if (F.Device.Entry && !Input.Entry && Input.Value.isKnown() &&
@@ -362,6 +367,15 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
   if (F.Device.Value.isKnown() && !F.Device.Entry) {
     F.Device.Origin = E.getExprLoc();
     F.Device.Via = nullptr;
+  }
+  // A module called with an input on another device fails (reported
+  // there): what is computed from its output decides nothing more.
+  if (Module.HasParameters != Tri::No && !MC.Inputs.empty()) {
+    ValueFacts In = evaluate(MC.Inputs[0], S);
+    F.FromDeviceConflict |= In.FromDeviceConflict ||
+                            compareDevices(Module.Device.Value,
+                                           In.Device.Value) !=
+                                DeviceConflict::None;
   }
   if (S.path().Grad == GradMode::Disabled)
     F.Graph = {GraphState::NoGraph, E.getExprLoc()};
@@ -393,6 +407,14 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
   return F;
 }
 
+bool FlowModel::anyModeLayer(llvm::ArrayRef<const Expr *> Args) const {
+  return llvm::any_of(Args, [&](const Expr *Arg) {
+    QualType T = stripConversions(Arg)->getType().getNonReferenceType();
+    return isModuleHandleType(T) &&
+           Program.moduleClassFacts(T).ModeLayers == Tri::Yes;
+  });
+}
+
 ValueFacts FlowModel::newModuleFacts(QualType ModuleType,
                                      SourceLocation Loc) const {
   ValueFacts F;
@@ -422,6 +444,10 @@ ValueFacts FlowModel::evaluateConstruction(const CXXConstructExpr &E,
         !E.getConstructor()->isCopyOrMoveConstructor())
       return evaluate(E.getArg(0), S);
     F = newModuleFacts(T, E.getExprLoc());
+    // `Sequential(Linear(...), Dropout(...))`: a container holds the
+    // layers it is built from.
+    if (F.ModeLayers != Tri::Yes && anyModeLayer({E.getArgs(), E.getNumArgs()}))
+      F.ModeLayers = Tri::Yes;
     std::optional<bool> Mean = lossModuleReducesToMean(T, &E);
     F.MeanLoss = !Mean ? Tri::Unknown : *Mean ? Tri::Yes : Tri::No;
     return F;

@@ -35,6 +35,14 @@ static bool keepsShape(llvm::StringRef Method) {
       .Default(false);
 }
 
+/// Tensor methods whose result has at least one dimension, whatever the
+/// receiver's rank.
+static bool addsDimension(llvm::StringRef Method) {
+  return llvm::StringSwitch<bool>(Method)
+      .Cases("flatten", "ravel", "unsqueeze", "atleast_1d", "nonzero", true)
+      .Default(false);
+}
+
 /// Tensor methods whose first argument is the result's shape.
 static bool spellsShape(llvm::StringRef Method) {
   return llvm::StringSwitch<bool>(Method)
@@ -195,6 +203,9 @@ ValueFacts FlowModel::evaluateFactory(const CallExpr &Call,
   F.Device = {DeviceValue::cpu(), Loc};
   F.Graph = {GraphState::NoGraph, Loc};
   F.MayBeZeroDim = isScalarFactoryCall(Call);
+  // `torch::zeros({})` is 0-dim; a size the code does not spell may be.
+  if (const Expr *Size = argumentForParameter(Call, "size"))
+    F.MayBeZeroDim |= spelledRank(Size) == 0;
   bool OptionsSayPinned = false, OptionsKnown = true;
   for (const Expr *Arg : Call.arguments()) {
     if (isa<CXXDefaultArgExpr>(Arg))
@@ -341,7 +352,8 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     // A reduction that keeps its dimensions keeps the rank.
     std::optional<bool> KeepDim =
         evaluateBool(argumentForParameter(Call, "keepdim"), S);
-    F.MayBeZeroDim = keepsShape(Name) || (KeepDim && *KeepDim)
+    F.MayBeZeroDim = addsDimension(Name) ? false
+                     : keepsShape(Name) || (KeepDim && *KeepDim)
                          ? Source.MayBeZeroDim
                          : true;
     // `.view({1, 3, 1, 1})`: a spelled shape of one or more dimensions.

@@ -330,7 +330,8 @@ bool PathFacts::operator==(const PathFacts &O) const {
          StepsRun == O.StepsRun &&
          GradientsSettledSinceEntry == O.GradientsSettledSinceEntry &&
          GradientsRescaled == O.GradientsRescaled &&
-         Autocast == O.Autocast && AutocastStart == O.AutocastStart &&
+         Autocast == O.Autocast && AutocastParam == O.AutocastParam &&
+         AutocastStart == O.AutocastStart &&
          AutocastHalf == O.AutocastHalf && AutocastIf == O.AutocastIf &&
          ConditionsHeld == O.ConditionsHeld &&
          CudaAutocastHalf == O.CudaAutocastHalf &&
@@ -422,9 +423,16 @@ PathFacts joinPaths(const PathFacts &A, const PathFacts &B, bool AKeptCpu,
         (A.Autocast != AutocastState::On || A.AutocastHalfAsEntry) &&
         (B.Autocast != AutocastState::On || B.AutocastHalfAsEntry);
   } else {
-    R.Autocast = A.Autocast == B.Autocast ? A.Autocast : AutocastState::Unknown;
+    R.Autocast = A.Autocast == B.Autocast && A.AutocastParam == B.AutocastParam
+                     ? A.Autocast
+                     : AutocastState::Unknown;
+    R.AutocastParam =
+        R.Autocast == AutocastState::AsParameter ? A.AutocastParam : nullptr;
     R.AutocastStart = {nullptr, {}};
-    R.AutocastHalf = R.AutocastHalfAsEntry = false;
+    bool Param = R.Autocast == AutocastState::AsParameter;
+    R.AutocastHalf = Param && A.AutocastHalf && B.AutocastHalf;
+    R.AutocastHalfAsEntry =
+        Param && A.AutocastHalfAsEntry && B.AutocastHalfAsEntry;
     R.AutocastIf.clear();
   }
   R.ConditionsHeld.clear();

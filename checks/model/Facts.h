@@ -263,6 +263,10 @@ enum class AutocastState : unsigned char {
   On,
   /// Restored to a saved value, or set from a run-time value.
   Unknown,
+  /// Set from a bool parameter of the function, never written
+  /// (`void amp(bool on) { set_autocast_enabled(kCUDA, on); }`): on exactly
+  /// when the caller passes true.
+  AsParameter,
 };
 
 /// Whether autograd records at a point.
@@ -331,6 +335,8 @@ struct PathFacts {
   /// switched it on, or the call that left it on, and where the switch is)
   /// and whether it computes in float16.
   AutocastState Autocast = AutocastState::Entry;
+  /// The parameter, for AsParameter.
+  const ParmVarDecl *AutocastParam = nullptr;
   std::pair<const Stmt *, SourceLocation> AutocastStart{nullptr, {}};
   bool AutocastHalf = false;
   /// The bool conditions that held where the region was switched on: a

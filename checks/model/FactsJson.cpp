@@ -361,6 +361,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"stepRun", place(S.StepRun)},
       {"backwardNotStepped", place(S.BackwardNotStepped)},
       {"autocastAtExit", nameOf(S.AutocastAtExit, AutocastNames)},
+      {"autocastParam", S.AutocastParam},
       {"autocastHalf", S.AutocastHalf},
       {"autocastHalfAsEntry", S.AutocastHalfAsEntry},
       {"setsCudaDtype", S.SetsCudaDtype},

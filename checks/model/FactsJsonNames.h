@@ -24,7 +24,7 @@ constexpr llvm::StringLiteral CudaNames[] = {"unguarded", "entry", "checked"};
 constexpr llvm::StringLiteral GradNames[] = {"entry", "enabled", "disabled",
                                              "unknown"};
 constexpr llvm::StringLiteral AutocastNames[] = {"entry", "off", "on",
-                                                 "unknown"};
+                                                 "unknown", "parameter"};
 
 template <typename T, size_t N>
 inline llvm::StringRef nameOf(T V, const llvm::StringLiteral (&Names)[N]) {

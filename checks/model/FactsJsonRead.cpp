@@ -353,6 +353,10 @@ FactReader::summary(const llvm::json::Object &O) const {
   // Unknown: as if it left autocast alone.
   S.AutocastAtExit = valueOf<AutocastState>(O.getString("autocastAtExit"),
                                             AutocastNames, AutocastState::Entry);
+  S.AutocastParam =
+      static_cast<int>(O.getInteger("autocastParam").value_or(-1));
+  if (S.AutocastAtExit == AutocastState::AsParameter && S.AutocastParam < 0)
+    S.AutocastAtExit = AutocastState::Unknown;
   S.AutocastHalf = O.getBoolean("autocastHalf").value_or(false);
   S.AutocastHalfAsEntry = O.getBoolean("autocastHalfAsEntry").value_or(false);
   S.SetsCudaDtype = O.getBoolean("setsCudaDtype").value_or(false);

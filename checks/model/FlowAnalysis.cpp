@@ -255,7 +255,8 @@ void FlowAnalysis::walk(const Stmt *S, bool IsElement, State &St,
 
 void FlowAnalysis::runBlock(const CFGBlock &Block, State &St,
                             std::optional<Observer> Visit,
-                            std::optional<State> *Thrown) const {
+                            std::optional<State> *Thrown,
+                            DestructionObserver OnDestroy) const {
   auto MayLeave = [&] {
     if (!*Thrown)
       *Thrown = St;
@@ -288,6 +289,8 @@ void FlowAnalysis::runBlock(const CFGBlock &Block, State &St,
     } else if (auto Dtor = El.getAs<CFGAutomaticObjDtor>()) {
       // Scope ends after the statements that may throw: an exception left
       // before it (a guard's destructor runs in the handler's path).
+      if (OnDestroy)
+        OnDestroy(*Dtor->getVarDecl(), St);
       Model.transferDestructor(*Dtor->getVarDecl(), St);
       LastMayThrow = false;
     }
@@ -503,6 +506,29 @@ std::optional<State> FlowAnalysis::stateBefore(const Stmt &S) const {
     if (&Visited == &S && !Found)
       Found = Before;
   });
+  return Found;
+}
+
+std::optional<State> FlowAnalysis::stateAtDestruction(const VarDecl &Var) const {
+  std::optional<State> Found;
+  for (const CFGBlock *Block : ReversePostOrder) {
+    const std::optional<State> &In = BlockEntry[Block->getBlockID()];
+    if (!In || llvm::none_of(*Block, [&](const CFGElement &El) {
+          auto Dtor = El.getAs<CFGAutomaticObjDtor>();
+          return Dtor && Dtor->getVarDecl() == &Var;
+        }))
+      continue;
+    State St = *In;
+    runBlock(*Block, St, std::nullopt, nullptr,
+             [&](const VarDecl &Destroyed, const State &Before) {
+               if (&Destroyed != &Var)
+                 return;
+               if (Found)
+                 Found->joinWith(Before);
+               else
+                 Found = Before;
+             });
+  }
   return Found;
 }
 

@@ -63,6 +63,10 @@ public:
   void dump(llvm::raw_ostream &OS) const;
   /// The state just before \p S runs; null when \p S is not reached.
   std::optional<State> stateBefore(const Stmt &S) const;
+  /// The state where the scope of local \p Var ends and its destructor
+  /// runs, joined over every way out of the scope; null when none is
+  /// reached.
+  std::optional<State> stateAtDestruction(const VarDecl &Var) const;
 
   const FlowModel &model() const { return Model; }
   /// The function analysed (null for a global's initialiser).
@@ -95,9 +99,12 @@ private:
   /// Runs \p Block's elements on \p St. With \p Thrown, joins into it the
   /// state before each element of a try block, and after the last one:
   /// where an exception may leave the block.
+  using DestructionObserver =
+      llvm::function_ref<void(const VarDecl &Var, const State &Before)>;
   void runBlock(const CFGBlock &Block, State &St,
                 std::optional<Observer> Visit,
-                std::optional<State> *Thrown = nullptr) const;
+                std::optional<State> *Thrown = nullptr,
+                DestructionObserver OnDestroy = nullptr) const;
   void walk(const Stmt *S, bool IsElement, State &St,
             std::optional<Observer> Visit) const;
   const Expr *branchCondition(const CFGBlock &Block) const;

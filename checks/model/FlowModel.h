@@ -213,9 +213,12 @@ public:
   bool matchHostSync(const CallExpr &Call, const State &S, HostSync &Out) const;
   /// Every operand \p S reads on the host: `.item()`, `.data_ptr()`,
   /// `accessor<>()`, streaming and comparisons, and tensors passed to a
-  /// function outside LibTorch and the standard library.
+  /// function outside LibTorch and the standard library; a view read
+  /// (`h[i]`) reads the tensor it views.
   static void hostReadOperands(const Stmt &S,
                                llvm::SmallVectorImpl<const Expr *> &Out);
+  static void collectHostReadOperands(const Stmt &S,
+                                      llvm::SmallVectorImpl<const Expr *> &Out);
   /// The same, in state \p St: a user function that may synchronise is not
   /// taken to read the tensors handed to it (it may wait for them first).
   void hostReadsAt(const Stmt &S, const State &St,
@@ -261,6 +264,11 @@ public:
   /// The facts of a module built here (`Net net;`, `Net(4)`,
   /// `std::make_shared<NetImpl>()`): parameters on the CPU unless its
   /// constructor moves it, in training mode.
+  /// The function's own bool parameter that \p E names, when the body
+  /// never writes it.
+  const ParmVarDecl *unwrittenBoolParameter(const Expr *E) const;
+  /// Whether one of \p Args is a module with a Dropout or BatchNorm layer.
+  bool anyModeLayer(llvm::ArrayRef<const Expr *> Args) const;
   ValueFacts newModuleFacts(QualType ModuleType, SourceLocation Loc) const;
 
   /// Element `Index` of the tuple of tensors that a LibTorch function or
@@ -406,6 +414,9 @@ private:
   /// Variables whose address is kept in a pointer: their value may change
   /// behind the analysis' back.
   llvm::DenseSet<const ValueDecl *> Escaped;
+  /// `&member_` of `*this` kept where no alias is tracked: the member's
+  /// facts are forgotten there.
+  llvm::DenseSet<const UnaryOperator *> EscapingMemberAddresses;
   /// Variables a lambda of the function captures by reference.
   llvm::DenseSet<const ValueDecl *> CapturedByReference;
   /// Tensor variables on which backward() is called, with the first such

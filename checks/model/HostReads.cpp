@@ -45,8 +45,40 @@ static bool readsNoData(llvm::StringRef Method) {
       .Default(false);
 }
 
+/// The tensor whose memory \p E views (`h[i]`, `h.select(0, i)`,
+/// `h.narrow(...)[j]`): reading the view reads it. \p E itself otherwise.
+static const Expr *viewedStorage(const Expr *E) {
+  for (unsigned Depth = 0; E && Depth < 8; ++Depth) {
+    E = stripConversions(E);
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E);
+        Op && Op->getOperator() == OO_Subscript && Op->getNumArgs() == 2 &&
+        isTensorType(Op->getArg(0)->getType())) {
+      E = Op->getArg(0);
+      continue;
+    }
+    const auto *Call = dyn_cast<CallExpr>(E);
+    if (Call && isViewMethod(tensorMethodName(*Call)))
+      if (const Expr *Object = memberCallObject(*Call)) {
+        E = Object;
+        continue;
+      }
+    break;
+  }
+  return E;
+}
+
 void FlowModel::hostReadOperands(const Stmt &S,
                                  llvm::SmallVectorImpl<const Expr *> &Out) {
+  size_t Before = Out.size();
+  collectHostReadOperands(S, Out);
+  for (size_t I = Before; I < Out.size(); ++I)
+    if (const Expr *Viewed = viewedStorage(Out[I]);
+        isa<DeclRefExpr, MemberExpr>(Viewed))
+      Out[I] = Viewed;
+}
+
+void FlowModel::collectHostReadOperands(const Stmt &S,
+                                        llvm::SmallVectorImpl<const Expr *> &Out) {
   if (const Expr *Operand = hostReadOperandOf(S)) {
     Out.push_back(Operand);
     return;
@@ -88,7 +120,8 @@ void FlowModel::hostReadOperands(const Stmt &S,
       return;
   for (unsigned I = First; I < Call->getNumArgs(); ++I) {
     const Expr *Arg = stripConversions(Call->getArg(I));
-    if (isTensorType(Arg->getType()) && isa<DeclRefExpr, MemberExpr>(Arg))
+    if (isTensorType(Arg->getType()) &&
+        isa<DeclRefExpr, MemberExpr>(viewedStorage(Arg)))
       Out.push_back(Arg);
   }
 }

@@ -284,7 +284,7 @@ static bool reportedByCallers(const EntryContext *Entry,
                               const Requirement *Kind, const Stmt *AtStmt,
                               SourceLocation CallLoc) {
   return Entry && Entry->Complete && !Entry->Root &&
-         !Entry->CalledFromOtherTUsOnly && Summary &&
+         !Entry->NoCallJudges && Summary &&
          (CallLoc.isValid() ? lifts(Summary, Kind, AtStmt, CallLoc)
                             : leftToCallers(Summary, Kind, AtStmt));
 }
@@ -325,7 +325,7 @@ bool ProgramModel::reportedAtStatement(const Obligation &O) {
   if (!St)
     return false;
   const EntryContext &Entry = entryContext(*F);
-  if (!Entry.Complete || Entry.Root || Entry.CalledFromOtherTUsOnly)
+  if (!Entry.Complete || Entry.Root || Entry.NoCallJudges)
     return false;
   RequirementMatch Match;
   if (!O.Kind->match(*O.AtStmt, A->model(), *St, Match))
@@ -381,7 +381,7 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       if (V == Verdict::Violated && Found)
         Record(R, std::move(Match), ContextHere());
       else if (V == Verdict::Callers && Found && Entry &&
-               Entry->CalledFromOtherTUsOnly) {
+               Entry->NoCallJudges) {
         // The callers in other TUs left this statement to this TU (see
         // below): it is judged in their joined context.
         SiteContext Composed = compose(ContextHere(), callersContext(*Entry));

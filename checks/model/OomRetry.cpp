@@ -37,11 +37,19 @@ bool isStatementLevelCall(const CallExpr &Call, ASTContext &Ctx) {
       return true;
     const auto *Construct = dyn_cast<CXXConstructExpr>(Parent);
     const auto *Assign = dyn_cast<BinaryOperator>(Parent);
+    // `std::exp(run(...))`: a library function of the work's result.
+    const auto *Outer = dyn_cast<CallExpr>(Parent);
+    const FunctionDecl *OuterCallee =
+        Outer && !isa<CXXOperatorCallExpr, CXXMemberCallExpr>(Outer)
+            ? Outer->getDirectCallee()
+            : nullptr;
+    bool OfResult = OuterCallee && isLibraryFunction(*OuterCallee) &&
+                    llvm::is_contained(Outer->arguments(), Current);
     const auto *AssignOperator = dyn_cast<CXXOperatorCallExpr>(Parent);
     bool Wrapper =
         isa<ExprWithCleanups, CXXBindTemporaryExpr, MaterializeTemporaryExpr,
             ImplicitCastExpr, ParenExpr>(Parent) ||
-        (Construct && Construct->getNumArgs() == 1) ||
+        (Construct && Construct->getNumArgs() == 1) || OfResult ||
         (Assign && Assign->isAssignmentOp() && Assign->getRHS() == Current) ||
         (AssignOperator && AssignOperator->getOperator() == OO_Equal &&
          AssignOperator->getNumArgs() == 2 &&

@@ -54,6 +54,9 @@ struct CallSite {
   /// The function or lambda whose body contains it; null in a namespace- or
   /// class-scope initialiser.
   const FunctionDecl *Caller = nullptr;
+  /// Set for a destructor run where this local's scope ends; Call is then
+  /// its initialiser, which runs in the same loops.
+  const VarDecl *Destroyed = nullptr;
 };
 
 /// What the classes of a module tell about a fresh instance.
@@ -82,9 +85,10 @@ struct EntryContext {
   /// The function has no caller in the program: its entry is the program's
   /// (main), or unknown.
   bool Root = true;
-  /// Every caller is in another TU (an audit's summaries): what they leave
-  /// to their callee is judged here, at the callee.
-  bool CalledFromOtherTUsOnly = false;
+  /// No call statement of this TU runs it: every caller is in another TU
+  /// (an audit's summaries), or it is a destructor run where a scope ends.
+  /// What the callers leave to it is judged here, at the callee.
+  bool NoCallJudges = false;
   /// A lambda that no call is seen to run: its context is where it is
   /// written, a guess that proves where it runs for no requirement.
   bool OnlyWhereWritten = false;

@@ -83,6 +83,8 @@ struct FunctionSummary {
   /// Autocast as the paths leave it (Entry: untouched; On: on some path),
   /// and whether in float16 (AsEntry: if the caller's CUDA dtype is).
   AutocastState AutocastAtExit = AutocastState::Entry;
+  /// For AsParameter: the index of the bool parameter.
+  int AutocastParam = -1;
   bool AutocastHalf = false, AutocastHalfAsEntry = false;
   /// Every path sets CUDA autocast's dtype: float16 or not (Unknown: a
   /// run-time value, or paths that disagree).

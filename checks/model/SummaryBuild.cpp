@@ -174,6 +174,8 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     if (!ExitPath.BackwardsNotStepped.empty())
       S.BackwardNotStepped = ExitPath.BackwardsNotStepped.front().second;
     S.AutocastAtExit = ExitPath.Autocast;
+    if (ExitPath.Autocast == AutocastState::AsParameter)
+      S.AutocastParam = ExitPath.AutocastParam->getFunctionScopeIndex();
     S.AutocastHalf = ExitPath.AutocastHalf;
     S.AutocastHalfAsEntry = ExitPath.AutocastHalfAsEntry;
     S.SetsCudaDtype = !ExitPath.CudaDtypeAsEntry;

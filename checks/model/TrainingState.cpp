@@ -14,6 +14,7 @@
 #include "api/Losses.h"
 #include "api/TorchMatchers.h"
 #include "api/Training.h"
+#include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
 
 namespace clang::tidy::torch {
 
@@ -100,6 +101,18 @@ void FlowModel::transferGradientState(const CallExpr &Call,
 }
 
 
+const ParmVarDecl *FlowModel::unwrittenBoolParameter(const Expr *E) const {
+  const auto *Ref =
+      E ? dyn_cast<DeclRefExpr>(E->IgnoreParenImpCasts()) : nullptr;
+  const auto *P = Ref ? dyn_cast<ParmVarDecl>(Ref->getDecl()) : nullptr;
+  if (!P || !Function || P->getDeclContext() != Function ||
+      !P->getType()->isBooleanType() || !Function->getBody())
+    return nullptr;
+  return ExprMutationAnalyzer(*Function->getBody(), Ctx).isMutated(P)
+             ? nullptr
+             : P;
+}
+
 /// Where a switch is, for notes: a macro's use site (`AMP_ON()`).
 static SourceLocation switchLocation(const Expr &Call,
                                      const SourceManager &SM) {
@@ -118,9 +131,16 @@ void FlowModel::transferAutocast(const CallExpr &Call,
   if (Switch.What == AutocastSwitch::Enable) {
     std::optional<bool> On = evaluateBool(Switch.Value, St);
     if (!On) {
-      Path.Autocast = AutocastState::Unknown; // a saved state restored
+      // A saved state restored, or the function's own bool parameter.
+      Path.AutocastParam = unwrittenBoolParameter(Switch.Value);
+      Path.Autocast = Path.AutocastParam ? AutocastState::AsParameter
+                                         : AutocastState::Unknown;
+      // The dtype a region would have, for the callers that pass true.
+      Path.AutocastHalf = Cuda && Path.CudaAutocastHalf == Tri::Yes;
+      Path.AutocastHalfAsEntry = Cuda && Path.CudaDtypeAsEntry;
     } else if (*On) {
       Path.Autocast = AutocastState::On;
+      Path.AutocastParam = nullptr;
       Path.AutocastIf.assign(Path.ConditionsHeld.begin(),
                              Path.ConditionsHeld.end());
       Path.AutocastStart = {&Call, switchLocation(Call, Ctx.getSourceManager())};
@@ -128,6 +148,7 @@ void FlowModel::transferAutocast(const CallExpr &Call,
       Path.AutocastHalfAsEntry = Cuda && Path.CudaDtypeAsEntry;
     } else {
       Path.Autocast = AutocastState::Off;
+      Path.AutocastParam = nullptr;
     }
     return;
   }
@@ -153,6 +174,21 @@ void FlowModel::applyAutocastSummary(const Expr &Call,
   if (!Summary || Summary->AutocastAtExit == AutocastState::Entry)
     return;
   Path.Autocast = Summary->AutocastAtExit;
+  Path.AutocastParam = nullptr;
+  if (Path.Autocast == AutocastState::AsParameter) {
+    // What the call passes for the parameter: true, false, or this
+    // function's own parameter passed on.
+    const auto *C = dyn_cast<CallExpr>(&Call);
+    const Expr *Arg =
+        C && static_cast<unsigned>(Summary->AutocastParam) < C->getNumArgs()
+            ? C->getArg(Summary->AutocastParam)
+            : nullptr;
+    std::optional<bool> On = evaluateBool(Arg, St);
+    Path.AutocastParam = On ? nullptr : unwrittenBoolParameter(Arg);
+    Path.Autocast = On ? (*On ? AutocastState::On : AutocastState::Off)
+                    : Path.AutocastParam ? AutocastState::AsParameter
+                                         : AutocastState::Unknown;
+  }
   if (Path.Autocast == AutocastState::On) {
     // Switched on by this call, as far as this function goes (the notes
     // name the call of the helper, the guard's declaration).
@@ -175,6 +211,7 @@ void FlowModel::applyAutocastDestruction(const CXXRecordDecl &RD,
   PathFacts &Path = St.path();
   auto Set = [&](AutocastState State) {
     Path.Autocast = State;
+    Path.AutocastParam = nullptr;
     Path.AutocastStart = {nullptr, {}};
     Path.AutocastIf.clear();
   };
@@ -222,6 +259,7 @@ void FlowModel::refineAutocast(const Expr *Cond, const Location &L, bool Taken,
       llvm::any_of(Path.AutocastIf,
                    [&](const Expr *E) { return locationOf(E) == L; })) {
     Path.Autocast = AutocastState::Off;
+    Path.AutocastParam = nullptr;
     Path.AutocastStart = {nullptr, {}};
     Path.AutocastIf.clear();
   }

@@ -183,6 +183,7 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
       if (isAutocastGuard(*VD, options())) {
         PathFacts &P = St.path();
         P.Autocast = AutocastState::On;
+        P.AutocastParam = nullptr;
         P.AutocastStart = {&S, Ctx.getSourceManager().getExpansionLoc(
                                    VD->getLocation())};
         P.AutocastHalf = P.CudaAutocastHalf == Tri::Yes;
@@ -248,6 +249,8 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
   if (const auto *UO = dyn_cast<UnaryOperator>(&S)) {
     if (UO->isIncrementDecrementOp())
       St.forget(locationOf(UO->getSubExpr()));
+    else if (EscapingMemberAddresses.contains(UO))
+      St.forgetTree(locationOf(UO->getSubExpr()));
     return;
   }
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
@@ -331,6 +334,7 @@ void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
   // An autocast guard's destructor restores the state it saved.
   if (isAutocastGuard(Var, options())) {
     P.Autocast = AutocastState::Unknown;
+    P.AutocastParam = nullptr;
     P.AutocastStart = {nullptr, {}};
   } else if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl();
              RD && P.Autocast == AutocastState::On && Var.getInit() &&

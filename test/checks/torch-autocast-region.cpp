@@ -163,3 +163,40 @@ void member_guard(Net &net, torch::optim::Optimizer &opt) {
     opt.step();
   }
 }
+
+// One switch for both directions: a helper that passes its bool parameter
+// on. Each call does what its argument says.
+namespace amp {
+void enable(bool on) { at::autocast::set_autocast_enabled(at::kCUDA, on); }
+void enable_if(bool on) { enable(on); }
+} // namespace amp
+
+void unscaled_half_through_switch(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    amp::enable(true);
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    amp::enable(false);
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a loss computed in a float16 autocast region with no loss scaling
+    opt.step();
+  }
+}
+
+void backward_inside_nested_switch(Net &net, torch::optim::Optimizer &opt) {
+  amp::enable_if(true);
+  auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels()) * 1024.0;
+  loss.backward();
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: backward() runs inside an autocast region
+  amp::enable_if(false);
+  opt.step();
+}
+
+// Switched off by the helper: the region is closed before backward().
+void switch_off_before_backward(Net &net, torch::optim::Optimizer &opt) {
+  amp::enable(true);
+  auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels()) * 1024.0;
+  amp::enable(false);
+  loss.backward();
+  opt.step();
+}

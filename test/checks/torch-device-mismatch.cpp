@@ -524,3 +524,51 @@ void holder_copy_shares_module() {
   copy->forward(torch::rand({2, 4}));
   // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: module 'copy' has its parameters on CUDA but is called with 'torch::rand({2, 4})' on CPU [torch-device-mismatch]
 }
+
+// Tensor methods that compute with a second tensor: the same rule as the
+// operators and the functions.
+void methods_of_two_tensors(torch::Device device) {
+  auto pred = torch::randn({8}, device);
+  auto labels = torch::randn({8});
+  auto hits = pred.eq(labels);
+  // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: 'eq()' combines 'pred' on 'device' with 'labels' on CPU
+  auto proj = pred.matmul(labels);
+  // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: 'matmul()' combines 'pred' on 'device' with 'labels' on CPU
+  // A 0-dim CPU tensor may meet a CUDA one element-wise: `torch::zeros({})`.
+  auto shifted = pred.add(torch::zeros({}));
+  // Only the other's shape: no device to share.
+  auto flat = labels.flatten();
+  auto scaled = pred.sub(flat);
+  // CHECK-MESSAGES: :[[@LINE-1]]:22: warning: 'sub()' combines 'pred' on 'device' with 'flat' on CPU
+  (void)hits; (void)proj; (void)shifted; (void)scaled;
+}
+
+// One report per mistake: the output of a module called with an input on
+// another device decides nothing more.
+void cascade_after_module_mismatch(torch::Device device) {
+  Net net;
+  net->to(device);
+  auto x = torch::randn({8, 4});
+  auto logits = net->forward(x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:22: warning: module 'net' has its parameters on 'device' but is called with 'x' on CPU
+  auto labels = torch::zeros({8}, torch::kLong);
+  auto hits = logits.argmax(1).eq(labels);
+  (void)hits;
+}
+
+// Members whose addresses go into a list walked by a loop: the loop's
+// moves reach them, so their device is not the one they were built on.
+class TwinCritics {
+public:
+  explicit TwinCritics(torch::Device device) {
+    for (auto *critic : {&q1_, &q2_})
+      (*critic)->to(device);
+  }
+  torch::Tensor score(torch::Device device) {
+    auto x = torch::randn({2, 4}, device);
+    return q1_->forward(x) + q2_->forward(x);
+  }
+
+private:
+  Net q1_, q2_;
+};

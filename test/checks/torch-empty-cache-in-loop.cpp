@@ -151,3 +151,29 @@ void named_hooks(int steps) {
     for (const auto &[name, hook] : hooks)
       hook(i);
 }
+
+// A destructor runs where its object's scope ends: in the loop, once per
+// iteration; outside, once.
+class CacheReclaimer {
+public:
+  ~CacheReclaimer() { c10::cuda::CUDACachingAllocator::emptyCache(); }
+  // CHECK-MESSAGES: :[[@LINE-1]]:23: warning: 'emptyCache()' inside a loop
+};
+
+void reclaimer_per_round(int rounds) {
+  for (int r = 0; r < rounds; ++r) {
+    CacheReclaimer reclaim;
+    train_step();
+  }
+}
+
+class FinalReclaimer {
+public:
+  ~FinalReclaimer() { c10::cuda::CUDACachingAllocator::emptyCache(); }
+};
+
+void reclaimer_once(int steps) {
+  FinalReclaimer reclaim;
+  for (int i = 0; i < steps; ++i)
+    train_step();
+}

@@ -218,3 +218,37 @@ void validate_through_capture_after_eval(Classifier &net, torch::Tensor x) {
     validate();
   }
 }
+
+// A Sequential holds the layers it is built from or given by push_back,
+// wherever it is then evaluated.
+double score_sequential(torch::nn::Sequential &model, const torch::Tensor &x) {
+  torch::NoGradGuard no_grad;
+  return model->forward(x).sum().item<double>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'with_dropout' is evaluated in training mode
+}
+
+void sequentials_built_in_place() {
+  torch::nn::Sequential with_dropout(torch::nn::Linear(8, 16), torch::nn::Dropout(0.2),
+                                     torch::nn::Linear(16, 2));
+  score_sequential(with_dropout, torch::randn({4, 8}));
+}
+
+double score_plain_sequential(torch::nn::Sequential &model, const torch::Tensor &x) {
+  torch::NoGradGuard no_grad;
+  return model->forward(x).sum().item<double>();
+}
+
+void plain_sequential() {
+  torch::nn::Sequential linear_only(torch::nn::Linear(8, 2));
+  score_plain_sequential(linear_only, torch::randn({4, 8}));
+}
+
+void sequential_pushed() {
+  torch::nn::Sequential built;
+  built->push_back(torch::nn::Linear(8, 16));
+  built->push_back(torch::nn::Dropout(0.1));
+  torch::NoGradGuard no_grad;
+  auto y = built->forward(torch::randn({4, 8}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: module 'built' is evaluated in training mode
+  (void)y;
+}

@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 #include <iostream>
+#include <cstdio>
 #include <functional>
+#include <vector>
 
 struct NetImpl : torch::nn::Module { torch::nn::Linear fc{nullptr}; // has parameters
   torch::Tensor forward(torch::Tensor x) { return x * 2; }
@@ -587,4 +589,64 @@ void crtp_trainer(torch::Device device) {
   net->to(device);
   DeviceTrainer trainer(net, device);
   trainer.run(100);
+}
+
+// A recorder reads the loss back when its scope closes: at the end of every
+// training step. One built after the loop reads it once.
+class LossRecorder {
+public:
+  LossRecorder(std::vector<float> &history, const torch::Tensor &loss)
+      : history_(history), loss_(loss.detach()) {}
+  ~LossRecorder() { history_.push_back(loss_.item<float>()); }
+  // CHECK-MESSAGES: :[[@LINE-1]]:46: warning: 'loss_.item<float>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}
+
+private:
+  std::vector<float> &history_;
+  torch::Tensor loss_;
+};
+
+class FinalLoss {
+public:
+  explicit FinalLoss(const torch::Tensor &loss) : loss_(loss.detach()) {}
+  ~FinalLoss() { std::printf("%f\n", loss_.item<float>()); }
+
+private:
+  torch::Tensor loss_;
+};
+
+void recorded_training(Net &net, torch::Device device, int steps) {
+  std::vector<float> history;
+  torch::Tensor last;
+  for (int i = 0; i < steps; ++i) {
+    auto loss = net->forward(torch::randn({8, 4}, device)).sum();
+    loss.backward();
+    LossRecorder record(history, loss);
+    last = loss;
+  }
+  FinalLoss final_loss(last);
+}
+
+// A loss module handed by reference computes on its input's device, not
+// on the device of the caller's (parameterless) handle.
+void epoch_with_criterion(Net &net, torch::nn::CrossEntropyLoss &criterion,
+                          torch::optim::SGD &opt, torch::Device device, int steps) {
+  double total = 0;
+  for (int i = 0; i < steps; ++i) {
+    opt.zero_grad();
+    auto loss = criterion(net->forward(torch::randn({8, 4}, device)),
+                          torch::zeros({8}, torch::TensorOptions().dtype(torch::kLong).device(device)));
+    loss.backward();
+    opt.step();
+    total += loss.item<double>();
+    // CHECK-MESSAGES: :[[@LINE-1]]:19: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step
+  }
+  std::printf("%f\n", total);
+}
+
+void run_epoch_with_criterion(torch::Device device) {
+  Net net;
+  net->to(device);
+  torch::nn::CrossEntropyLoss criterion;
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  epoch_with_criterion(net, criterion, opt, device, 10);
 }

@@ -461,3 +461,22 @@ void plot_activations() {
     // CHECK-MESSAGES: :[[@LINE-1]]:14: warning: {{.*}}[torch-inference-without-no-grad]
   }
 }
+
+// A type-erased AnyModule runs its module's forward too.
+double evaluate_any(torch::nn::AnyModule &model, const std::vector<torch::Tensor> &batches) {
+  double total = 0;
+  for (const auto &x : batches) {
+    auto out = model.forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:16: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard
+    total += out.sum().item<double>();
+  }
+  return total;
+}
+
+double evaluate_any_no_grad(torch::nn::AnyModule &model, const std::vector<torch::Tensor> &batches) {
+  torch::NoGradGuard no_grad;
+  double total = 0;
+  for (const auto &x : batches)
+    total += model.forward(x).sum().item<double>();
+  return total;
+}

@@ -294,3 +294,20 @@ float read_with_no_blocking_read(torch::Device device) {
   return h.item<float>();
   // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: 'h' is read on the host before the non-blocking device-to-host copy that produced it has completed; {{.*}}[torch-non-blocking-d2h-race]
 }
+
+// A view of the destination (`h[i]`, `h.select(...)`) reads its memory.
+void view_passed_to_a_function() {
+  auto d = torch::randn({4, 8}, torch::kCUDA);
+  auto h = d.to(torch::kCPU, /*non_blocking=*/true);
+  for (int64_t i = 0; i < 4; ++i)
+    consume(h[i]);
+  // CHECK-MESSAGES: :[[@LINE-1]]:13: warning: 'h' is read on the host before the non-blocking device-to-host copy
+}
+
+void view_after_sync() {
+  auto d = torch::randn({4, 8}, torch::kCUDA);
+  auto h = d.to(torch::kCPU, /*non_blocking=*/true);
+  torch::cuda::synchronize();
+  for (int64_t i = 0; i < 4; ++i)
+    consume(h[i]);
+}

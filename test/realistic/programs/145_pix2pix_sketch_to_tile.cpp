@@ -154,9 +154,9 @@ public:
       // autocast is still on.
       (g_adv + lambda_l1_ * g_l1).backward();
     }
-    // OK(torch-missing-zero-grad): the generator's gradients are reset
-    // before its own backward(); the next iteration's discriminator
-    // backward() only adds to the discriminator's, which accumulate on purpose.
+    // BUG(torch-missing-zero-grad): nothing resets any gradients between
+    // this step and the next call's d_loss.backward() (the catalog's rule:
+    // a reset of either network on that path would do).
     g_opt_.step();
     set_requires_grad(*d_, true);
     return {d_loss.detach(), g_adv.detach(), g_l1};

@@ -110,6 +110,8 @@ public:
   Tensor eq(const Tensor &other) const;
   Tensor matmul(const Tensor &other) const;
   Tensor add(const Tensor &other, const Scalar &alpha = 1) const;
+  Tensor sub(const Tensor &other, const Scalar &alpha = 1) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor &add_(const Tensor &other, const Scalar &alpha = 1) const;
   Tensor &zero_() const;
   Tensor &div_(const Scalar &other) const;

@@ -73,6 +73,15 @@ public:
 };
 TORCH_MODULE(Sequential);
 
+// A type-erased module: it holds any module, and is no module itself.
+class AnyModule {
+public:
+  AnyModule() = default;
+  template <typename ModuleType> explicit AnyModule(ModuleHolder<ModuleType> module);
+  template <typename... ArgumentTypes> Tensor forward(ArgumentTypes &&...arguments);
+  std::shared_ptr<Module> ptr() const;
+};
+
 } // namespace torch::nn
 
 // The reductions of the real headers (torch/enum.h): a variant of these.
