@@ -76,6 +76,19 @@ static void appendOperands(const Expr *Arg,
     Out.push_back(Tensor);
   } else if (operandContainerRecord(Stripped->getType())) {
     Out.push_back(Stripped);
+  } else if (const CXXRecordDecl *RD = Stripped->getType()->getAsCXXRecordDecl();
+             RD && RD->getIdentifier() && RD->getName().ends_with("Options") &&
+             isTorchNamespaceDecl(*RD)) {
+    // `CrossEntropyFuncOptions().weight(w)`: the tensors the options hold.
+    for (const Expr *E = Stripped; E;) {
+      const auto *Set = dyn_cast<CXXMemberCallExpr>(E->IgnoreImplicit());
+      if (!Set)
+        break;
+      for (const Expr *Value : Set->arguments())
+        if (const Expr *Tensor = tensorArgument(Value))
+          Out.push_back(Tensor);
+      E = stripConversions(Set->getImplicitObjectArgument());
+    }
   }
 }
 

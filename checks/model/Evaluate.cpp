@@ -107,6 +107,7 @@ SourceLocation loaderBatchOrigin(const Expr &E, ASTContext &Ctx) {
 static ValueFacts loaderBatchFacts(SourceLocation Origin) {
   ValueFacts F;
   F.Device = {DeviceValue::cpu(), Origin};
+  F.MayBeZeroDim = false; // stacked examples: a batch dimension
   F.Pin = {Pinning::Pageable, Origin};
   F.Graph = {GraphState::NoGraph, Origin};
   return F;

@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <map>
 #include <stdexcept>
+#include <string>
 
 void use(const torch::Tensor &t);
 void use(torch::Device d);
@@ -163,4 +165,12 @@ void caller_checks(torch::Tensor x) {
 
 void suppressed(torch::Tensor x) {
   x = x.to("cuda:1"); // NOLINT(torch-device-index-unchecked)
+}
+
+// A const static local holds its initialiser on every call.
+torch::Device profile_device(const std::string &name) {
+  static const std::map<std::string, std::string> kProfiles = {
+      {"laptop", "cpu"}, {"render-node", "cuda:1"}};
+  // CHECK-MESSAGES: :[[@LINE-1]]:42: warning: hard-coded CUDA device ordinal 1 is never checked
+  return torch::Device(kProfiles.at(name));
 }

@@ -572,3 +572,31 @@ public:
 private:
   Net q1_, q2_;
 };
+
+// A loader batch stacks its examples: its targets are no 0-dim tensor.
+void accuracy_against_batch_targets(torch::Device device) {
+  Net net;
+  net->to(device);
+  auto loader = torch::data::make_data_loader(
+      torch::data::datasets::MNIST("data").map(torch::data::transforms::Stack<>()), 64);
+  for (auto &batch : *loader) {
+    auto pred = net->forward(batch.data.to(device)).argmax(1);
+    auto hits = pred.eq(batch.target);
+    // CHECK-MESSAGES: :[[@LINE-1]]:22: warning: 'eq()' combines 'pred' on 'device' with 'batch.target' on CPU
+    (void)hits;
+  }
+}
+
+// The tensors a functional loss's options hold are its operands too.
+void weighted_loss(torch::Device device) {
+  auto logits = torch::randn({8, 3}, device);
+  auto labels = torch::zeros({8}, torch::TensorOptions().dtype(torch::kLong).device(device));
+  auto weights = torch::ones({3});
+  auto loss = torch::nn::functional::cross_entropy(
+      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().weight(weights));
+  // CHECK-MESSAGES: :[[@LINE-2]]:15: warning: 'torch::nn::functional::cross_entropy' combines 'logits' on 'device' with 'weights' on CPU
+  auto moved = weights.to(device);
+  auto fine = torch::nn::functional::cross_entropy(
+      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().weight(moved));
+  (void)loss; (void)fine;
+}

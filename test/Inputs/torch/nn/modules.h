@@ -116,6 +116,7 @@ struct MSELossFuncOptions {
 };
 struct CrossEntropyFuncOptions {
   CrossEntropyFuncOptions &reduction(const LossReduction &r);
+  CrossEntropyFuncOptions &weight(const Tensor &weight);
 };
 struct NLLLossFuncOptions {};
 Tensor mse_loss(const Tensor &input, const Tensor &target,
