@@ -76,16 +76,42 @@ void MissingZeroGradCheck::storeOptions(ClangTidyOptions::OptionMap &Opts) {
 void MissingZeroGradCheck::report(const Violation &V, ProgramModel &Program) {
   const ASTContext &Ctx = Program.context();
   const SourceManager &SM = Ctx.getSourceManager();
-  // The step first in source order: one warning per step, at the step()
-  // itself (in a helper, when the step is there).
-  const Stmt *Step = nullptr;
-  SourceLocation Loc;
-  for (const auto &[S, At] : V.Context.Path.StepsWithoutReset)
-    if (!Step || SM.isBeforeInTranslationUnit(At, Loc)) {
-      Step = S;
-      Loc = At;
-    }
-  if (!Step || !firstAt(Loc))
+  // One warning per step, at the step() itself (in a helper, when the step
+  // is there): every step of the backward()'s own function that reaches
+  // it, else the first in source order (what callers or a virtual call's
+  // overrides left is a join of paths that may not run together).
+  const FunctionDecl *Here = V.Analysis->function();
+  auto InHere = [&](const Stmt *S) {
+    return !V.FromCallee && Here && Here->getBody() &&
+           isOptimizerStepCall(*cast<CallExpr>(S), Program.options()) &&
+           SM.isPointWithin(S->getBeginLoc(), Here->getBody()->getBeginLoc(),
+                            Here->getBody()->getEndLoc());
+  };
+  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 2> Steps;
+  for (const auto &Entry : V.Context.Path.StepsWithoutReset)
+    if (InHere(Entry.first))
+      Steps.push_back(Entry);
+  if (Steps.empty())
+    for (const auto &Entry : V.Context.Path.StepsWithoutReset)
+      if (Steps.empty() || SM.isBeforeInTranslationUnit(Entry.second,
+                                                        Steps[0].second))
+        Steps.assign(1, Entry);
+  llvm::sort(Steps, [&](const auto &A, const auto &B) {
+    return SM.isBeforeInTranslationUnit(A.second, B.second);
+  });
+  // One fix per backward(): the first step's.
+  for (size_t I = 0; I < Steps.size(); ++I)
+    reportStep(V, *Steps[I].first, Steps[I].second, /*OfferFix=*/I == 0,
+               Program);
+}
+
+void MissingZeroGradCheck::reportStep(const Violation &V, const Stmt &StepStmt,
+                                      SourceLocation Loc, bool OfferFix,
+                                      ProgramModel &Program) {
+  const ASTContext &Ctx = Program.context();
+  const SourceManager &SM = Ctx.getSourceManager();
+  const Stmt *Step = &StepStmt;
+  if (!firstAt(Loc))
     return;
   bool StepHere = isOptimizerStepCall(*cast<CallExpr>(Step), Program.options());
   diag(Loc, "optimizer step() with no gradient reset before the next "
@@ -107,7 +133,7 @@ void MissingZeroGradCheck::report(const Violation &V, ProgramModel &Program) {
   bool Arrow = false;
   const DeclRefExpr *Var = stepOptimizer(*Step, Arrow);
   const Stmt *BackwardStmt = V.FromCallee ? nullptr : V.Site;
-  if (!Var || !BackwardStmt || Backward.isMacroID() || !StepHere)
+  if (!Var || !BackwardStmt || Backward.isMacroID() || !StepHere || !OfferFix)
     return;
   SourceLocation Start = BackwardStmt->getBeginLoc();
   std::string Indent = Lexer::getIndentationForLine(Start, SM).str();

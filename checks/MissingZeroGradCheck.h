@@ -19,6 +19,9 @@ public:
 
 private:
   void report(const Violation &V, ProgramModel &Program) override;
+  void reportStep(const Violation &V, const Stmt &Step, SourceLocation Loc,
+                  bool OfferFix, ProgramModel &Program);
+
   const StringRef RawZeroGradFunctions;
   const StringRef RawTrainingStepFunctions;
 };

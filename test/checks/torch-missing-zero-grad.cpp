@@ -206,3 +206,25 @@ struct ResettingTrainer : TrainerBase {
   Net net;
   torch::optim::Optimizer &opt;
 };
+
+// Each step of the function that reaches the next backward() without a
+// reset is its own warning: a warm-up loop that resets, then a loop that
+// does not.
+void warmup_then_train(Net &net, torch::optim::Optimizer &opt, int phases) {
+  for (int phase = 0; phase < phases; ++phase) {
+    if (phase == 0) {
+      for (int i = 0; i < 5; ++i) {
+        opt.zero_grad();
+        net->forward(torch::randn({2, 4})).sum().backward();
+        opt.step();
+        // CHECK-MESSAGES: :[[@LINE-1]]:13: warning: optimizer step() with no gradient reset before the next backward()
+      }
+    } else {
+      for (int i = 0; i < 5; ++i) {
+        net->forward(torch::randn({2, 4})).sum().backward();
+        opt.step();
+        // CHECK-MESSAGES: :[[@LINE-1]]:13: warning: optimizer step() with no gradient reset before the next backward()
+      }
+    }
+  }
+}
