@@ -39,7 +39,9 @@ public:
         Out.Flags |= StartedHereFlag;
       if (M.closesAutocast())
         Out.Flags |= ClosesFlag;
-      Out.What = isa<ReturnStmt>(S) ? "returns" : "throws";
+      Out.What = isa<ReturnStmt>(S)      ? "returns"
+                 : isa<CXXThrowExpr>(S) ? "throws"
+                                        : "throws through a call";
       return true;
     }
     const auto *Call = dyn_cast<CallExpr>(&S);

@@ -33,7 +33,8 @@ public:
              RequirementMatch &Out) const override {
     const auto *Call = dyn_cast<CallExpr>(&S);
     ModuleCall MC;
-    if (!Call || Call->isTypeDependent() || !matchModuleCall(*Call, MC))
+    if (!Call || Call->isTypeDependent() || !matchModuleCall(*Call, MC) ||
+        MC.TypeErased)
       return false;
     Out.Operands.push_back({M.evaluate(MC.Module, St), "", MC.Module});
     // A submodule's forward inside a module's forward runs in the mode of

@@ -97,7 +97,7 @@ bool matchDeviceOperation(const Stmt &S, DeviceOperation &Out) {
   if (!E)
     return false;
   ModuleCall MC;
-  if (matchModuleCall(*E, MC)) {
+  if (matchModuleCall(*E, MC) && !MC.TypeErased) {
     Out = {};
     Out.IsModuleCall = true;
     Out.Operands.push_back(MC.Module);

@@ -560,6 +560,7 @@ bool matchModuleCall(const Expr &E, ModuleCall &Out) {
         MD->getParent()->getQualifiedNameAsString() == "torch::nn::AnyModule") {
       Out.Module = throughArrow(Object);
       Out.Inputs.assign(Call->arg_begin(), Call->arg_end());
+      Out.TypeErased = true;
       return true;
     }
     if (MD && MD->getIdentifier() && MD->getName() == "forward" &&

@@ -160,6 +160,9 @@ bool isNoGradGuardType(QualType T);
 struct ModuleCall {
   /// The expression that denotes the module handle (`net`).
   const Expr *Module = nullptr;
+  /// A type-erased `AnyModule`: its module's facts (device, mode, layers)
+  /// are not followed.
+  bool TypeErased = false;
   /// The tensors passed to forward.
   llvm::SmallVector<const Expr *, 2> Inputs;
 };

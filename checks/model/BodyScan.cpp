@@ -9,6 +9,8 @@
 
 #include "FlowModel.h"
 #include "ProgramModel.h"
+#include "Summary.h"
+#include "ProgramModel.h"
 #include "api/Autocast.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
@@ -421,6 +423,10 @@ public:
         Into->insert(T);
         return true;
       }
+      bool VisitCallExpr(CallExpr *C) {
+        Into->insert(C);
+        return true;
+      }
     } Finder;
     Finder.Into = &Caught;
     Finder.TraverseStmt(Try->getTryBlock());
@@ -467,8 +473,16 @@ FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
 const TorchApiOptions &FlowModel::options() const { return Program.options(); }
 
 bool FlowModel::leavesFunction(const Stmt &S) const {
-  return isa<ReturnStmt>(S) ||
-         (isa<CXXThrowExpr>(S) && !CaughtThrows.contains(&S));
+  if (isa<ReturnStmt>(S))
+    return true;
+  if (CaughtThrows.contains(&S))
+    return false;
+  if (isa<CXXThrowExpr>(S))
+    return true;
+  const auto *Call = dyn_cast<CallExpr>(&S);
+  const FunctionSummary *Summary =
+      Call ? Program.summaryForCall(*Call) : nullptr;
+  return Summary && Summary->MayThrow;
 }
 
 bool FlowModel::isInBody(const Stmt *S) const {

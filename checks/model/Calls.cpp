@@ -117,10 +117,16 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     // One element written stands for all of them: the graphs the others
     // keep stay kept (a "some element" fact).
     if (Here.isElement())
-      if (const ValueFacts *Old = Before.lookup(Here))
+      if (const ValueFacts *Old = Before.lookup(Here)) {
         for (const Stmt *Source : Old->GraphSources)
           if (!llvm::is_contained(After.GraphSources, Source))
             After.GraphSources.push_back(Source);
+        // So do the callables the others hold (`hooks_.push_back(h)`).
+        if (!Old->Empty) {
+          unite<const FunctionDecl *>(After.Callables, Old->Callables);
+          After.CallablesKnown &= Old->CallablesKnown;
+        }
+      }
     St.set(Here, After);
   }
   if (Result) {

@@ -335,7 +335,7 @@ ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,
   // A forward whose body the model knows returns what its summary proves:
   // it may move its input (`x.to(device_)`). Otherwise a forward that runs
   // returns on its input's device, which is the module's.
-  ValueFacts Module = evaluate(MC.Module, S);
+  ValueFacts Module = MC.TypeErased ? ValueFacts() : evaluate(MC.Module, S);
   // A loss module has no parameters however it is reached (a parameter).
   withClassFacts(Module, MC.Module->getType().getNonReferenceType());
   const auto *Call = dyn_cast<CallExpr>(&E);

@@ -362,6 +362,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"backwardNotStepped", place(S.BackwardNotStepped)},
       {"autocastAtExit", nameOf(S.AutocastAtExit, AutocastNames)},
       {"autocastParam", S.AutocastParam},
+      {"mayThrow", S.MayThrow},
       {"autocastHalf", S.AutocastHalf},
       {"autocastHalfAsEntry", S.AutocastHalfAsEntry},
       {"setsCudaDtype", S.SetsCudaDtype},

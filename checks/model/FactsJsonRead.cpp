@@ -357,6 +357,7 @@ FactReader::summary(const llvm::json::Object &O) const {
       static_cast<int>(O.getInteger("autocastParam").value_or(-1));
   if (S.AutocastAtExit == AutocastState::AsParameter && S.AutocastParam < 0)
     S.AutocastAtExit = AutocastState::Unknown;
+  S.MayThrow = O.getBoolean("mayThrow").value_or(false);
   S.AutocastHalf = O.getBoolean("autocastHalf").value_or(false);
   S.AutocastHalfAsEntry = O.getBoolean("autocastHalfAsEntry").value_or(false);
   S.SetsCudaDtype = O.getBoolean("setsCudaDtype").value_or(false);

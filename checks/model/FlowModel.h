@@ -251,8 +251,8 @@ public:
   const Decl &owner() const { return *Owner; }
   ProgramModel &program() const { return Program; }
   const TorchApiOptions &options() const;
-  /// Whether \p S leaves the function: a return, or a throw that no try
-  /// block of the function catches.
+  /// Whether \p S leaves the function: a return, or a throw or a call
+  /// whose summary may throw that no try block of the function catches.
   bool leavesFunction(const Stmt &S) const;
   /// Whether \p S is written in this function's body.
   bool isInBody(const Stmt *S) const;

@@ -52,6 +52,24 @@ static SiteContext compose(const SiteContext &InCallee,
   return C;
 }
 
+/// At a virtual call that may run \p Override: what the same call left on
+/// an earlier iteration was left by the same override (one object, one
+/// dynamic type), not by the others the join of its targets brings in.
+static void keepOwnDispatch(PathFacts &Path, const Stmt &Call,
+                            const FunctionDecl &Override) {
+  const Stmt *Body = Override.getBody();
+  if (!Body)
+    return;
+  const SourceManager &SM = Override.getASTContext().getSourceManager();
+  auto Foreign = [&](const std::pair<const Stmt *, SourceLocation> &Left) {
+    return Left.first == &Call && Left.second.isValid() &&
+           !SM.isPointWithin(Left.second, Body->getBeginLoc(),
+                             Body->getEndLoc());
+  };
+  llvm::erase_if(Path.StepsWithoutReset, Foreign);
+  llvm::erase_if(Path.BackwardsNotStepped, Foreign);
+}
+
 /// The context of statement \p S in analysis \p A: its path facts, where it
 /// runs in its function, and, for reporting, the largest device count some
 /// caller proves.
@@ -464,6 +482,8 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
               }
         }
         SiteContext Composed = compose(O.Context, ContextHere());
+        if (Target && OnObject)
+          keepOwnDispatch(Composed.Path, S, *Target);
         Composed.At = O.Context.At;
         Verdict V = O.Kind->judge(Match, Composed);
         // A statement of another TU (At is null) is reported there when its

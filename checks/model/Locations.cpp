@@ -138,9 +138,7 @@ Location FlowModel::locationOf(const Expr *E) const {
     }
     if (auto It = HandleAliases.find(VD); It != HandleAliases.end())
       return locationOf(It->second);
-    // A const static local holds its initialiser on every call: a local.
-    if (VD->hasLocalStorage() ||
-        (VD->isStaticLocal() && VD->getType().isConstQualified()))
+    if (VD->hasLocalStorage())
       return Location::local(VD);
     // A global of the user's; LibTorch's constants (`torch::kCUDA`) are
     // values, not storage.

@@ -93,6 +93,9 @@ struct FunctionSummary {
   /// Some path may run a backward pass or a step that the analysis cannot
   /// see (an opaque call that receives a tensor).
   bool MayRunOpaqueBackward = false;
+  /// Some path leaves by an exception: a throw, or a call that may throw,
+  /// that no try block of its own catches.
+  bool MayThrow = false;
 
   /// The function changes nothing its callers see: it only computes what
   /// it returns (a caller that discards the result loses all it did). A

@@ -194,6 +194,9 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
   // Obligations the callers must judge, and the training the body does.
   judge(A, /*Lift=*/true, nullptr, &S.Obligations);
   A.replay([&](const Stmt &St, const State &Before) {
+    // An exception out of it: a throw, or a call that may throw, that no
+    // try block of its own catches.
+    S.MayThrow |= !isa<ReturnStmt>(St) && A.model().leavesFunction(St);
     const auto *Call = dyn_cast<CallExpr>(&St);
     if (!Call)
       return;

@@ -230,10 +230,9 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
         Init = EWC->getSubExpr();
       bool OwnsTemporary =
           Init && isa<MaterializeTemporaryExpr>(Init->IgnoreParens());
-      bool ConstStatic = VD->isStaticLocal() && VD->getType().isConstQualified();
       if (!isTracked(VD) ||
           (VD->getType()->isReferenceType() && !OwnsTemporary) ||
-          (!VD->hasLocalStorage() && !ConstStatic))
+          !VD->hasLocalStorage())
         continue;
       assign(Location::local(VD), VD->getType(), VD->getInit(),
              VD->getLocation(), St);

@@ -200,3 +200,27 @@ void switch_off_before_backward(Net &net, torch::optim::Optimizer &opt) {
   loss.backward();
   opt.step();
 }
+
+// A helper that throws on some path leaves the function with the region on.
+void check_batch(const torch::Tensor &x) {
+  if (x.numel() == 0)
+    throw std::length_error("empty batch");
+}
+
+torch::Tensor forward_checked(Net &net, const torch::Tensor &x) {
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: autocast switched on here stays on when the function throws through a call below
+  check_batch(x);
+  auto y = net->forward(x);
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  return y;
+}
+
+// Checked before the region opens: nothing leaves with it on.
+torch::Tensor forward_checked_first(Net &net, const torch::Tensor &x) {
+  check_batch(x);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  auto y = net->forward(x);
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  return y;
+}

@@ -167,10 +167,3 @@ void suppressed(torch::Tensor x) {
   x = x.to("cuda:1"); // NOLINT(torch-device-index-unchecked)
 }
 
-// A const static local holds its initialiser on every call.
-torch::Device profile_device(const std::string &name) {
-  static const std::map<std::string, std::string> kProfiles = {
-      {"laptop", "cpu"}, {"render-node", "cuda:1"}};
-  // CHECK-MESSAGES: :[[@LINE-1]]:42: warning: hard-coded CUDA device ordinal 1 is never checked
-  return torch::Device(kProfiles.at(name));
-}

@@ -600,3 +600,11 @@ void weighted_loss(torch::Device device) {
       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().weight(moved));
   (void)loss; (void)fine;
 }
+
+// An AnyModule's module is moved through ptr(): its device is not followed.
+void any_module_moved_through_ptr(torch::Device device) {
+  torch::nn::AnyModule head(torch::nn::Linear(4, 2));
+  head.ptr()->to(device);
+  auto y = head.forward(torch::randn({2, 4}, device));
+  (void)y;
+}

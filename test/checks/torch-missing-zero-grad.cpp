@@ -228,3 +228,37 @@ void warmup_then_train(Net &net, torch::optim::Optimizer &opt, int phases) {
     }
   }
 }
+
+// One object, one dynamic type: what a virtual call left on the last
+// iteration is the same override's. The resetting override is silent; the
+// other is flagged at its own step.
+struct LearnerBase {
+  virtual ~LearnerBase() = default;
+  virtual void learn(torch::Tensor x) = 0;
+  void fit(torch::Tensor x) {
+    for (int i = 0; i < 10; ++i)
+      learn(x);
+  }
+};
+
+struct CarefulLearner : LearnerBase {
+  CarefulLearner(Net n, torch::optim::Optimizer &o) : net(n), opt(o) {}
+  void learn(torch::Tensor x) override {
+    opt.zero_grad();
+    net->forward(x).sum().backward();
+    opt.step();
+  }
+  Net net;
+  torch::optim::Optimizer &opt;
+};
+
+struct CarelessLearner : LearnerBase {
+  CarelessLearner(Net n, torch::optim::Optimizer &o) : net(n), opt(o) {}
+  void learn(torch::Tensor x) override {
+    net->forward(x).sum().backward();
+    opt.step();
+    // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: optimizer step() with no gradient reset before the next backward()
+  }
+  Net net;
+  torch::optim::Optimizer &opt;
+};

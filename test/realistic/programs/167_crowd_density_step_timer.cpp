@@ -7,6 +7,7 @@
 // per-frame counts back to the host asynchronously.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
