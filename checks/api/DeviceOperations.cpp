@@ -27,21 +27,8 @@ static bool isHostSideParameter(const FunctionDecl &FD, const ParmVarDecl &P) {
   return FD.getIdentifier() && FD.getName() == "ctc_loss" && N == "targets";
 }
 
-/// Element-wise LibTorch operations of two or more tensors (a function,
-/// or a tensor method on its object), in-place spellings without the `_`.
-static bool isElementwiseName(llvm::StringRef N) {
-  static const llvm::StringSet<> Names = {
-      "add",         "sub",        "mul",         "div",         "where",
-      "eq",          "ne",         "lt",          "gt",          "le",
-      "ge",          "pow",        "maximum",     "minimum",     "fmod",
-      "remainder",   "atan2",      "logical_and", "logical_or",  "logical_xor",
-      "bitwise_and", "bitwise_or", "bitwise_xor", "masked_fill", "lerp",
-      "addcmul",     "addcdiv",    "isclose",     "hypot",       "copysign"};
-  return Names.contains(N);
-}
-
 static bool isElementwiseFunction(const FunctionDecl &FD) {
-  return FD.getIdentifier() && isElementwiseName(FD.getName());
+  return FD.getIdentifier() && isElementwiseOfTwo(FD.getName());
 }
 
 /// Tensor methods that compute with their object and a tensor argument,
@@ -55,7 +42,7 @@ static bool isCombiningTensorMethod(llvm::StringRef N, bool &Elementwise) {
       "cross",   "dist",         "allclose",      "equal",      "take",
       "index_add", "index_copy", "masked_select", "masked_scatter"};
   llvm::StringRef Base = N.ends_with("_") ? N.drop_back() : N;
-  Elementwise = isElementwiseName(Base);
+  Elementwise = isElementwiseOfTwo(Base);
   return Elementwise || Other.contains(Base);
 }
 

@@ -160,33 +160,6 @@ bool isScalarFactoryCall(const CallExpr &Call) {
          !T->isArrayType() && !T->isRecordType();
 }
 
-bool isLossFunction(const FunctionDecl &FD) {
-  if (!FD.getIdentifier() || !isTorchNamespaceDecl(FD))
-    return false;
-  llvm::StringRef N = FD.getName();
-  return N.ends_with("_loss") || N == "cross_entropy" ||
-         N == "binary_cross_entropy" ||
-         N == "binary_cross_entropy_with_logits" || N == "kl_div";
-}
-
-bool isMultiTensorFunction(const FunctionDecl &FD) {
-  static const llvm::StringSet<> Names = {
-      "cat",  "concat", "stack", "hstack", "vstack", "matmul", "mm",
-      "bmm",  "addmm",  "where", "dot",    "mv",     "einsum", "add",
-      "sub",  "mul",    "div",   "linear", "conv2d", "conv1d", "conv3d",
-      "stft", "istft", "index_select", "gather", "lerp", "addcmul", "addcdiv",
-      "bilinear", "cdist", "cosine_similarity", "pairwise_distance",
-      "batch_norm", "layer_norm", "group_norm", "embedding",
-      "conv_transpose1d", "conv_transpose2d", "grid_sample", "eq", "ne", "lt",
-      "gt", "le", "ge", "maximum", "minimum", "masked_fill", "masked_select",
-      "scatter", "scatter_add", "atan2", "fmod", "remainder", "isclose",
-      "allclose", "equal", "cross", "dist", "logical_and", "logical_or"};
-  if (isa<CXXMethodDecl>(FD) || !FD.getIdentifier() ||
-      !isTorchNamespaceDecl(FD))
-    return false;
-  return Names.contains(FD.getName()) || isLossFunction(FD);
-}
-
 bool isSynchronizeCall(const CallExpr &Call, const TorchApiOptions &Opts) {
   const FunctionDecl *FD = Call.getDirectCallee();
   if (!FD || !FD->getIdentifier())
@@ -327,45 +300,6 @@ bool isTorchValueType(QualType T) {
 bool isDataExampleType(QualType T) {
   const auto *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
   return RD && templateOrRecordName(RD) == "torch::data::Example";
-}
-
-bool isViewMethod(llvm::StringRef Method) {
-  return llvm::StringSwitch<bool>(Method)
-      .Cases("slice", "narrow", "view", "view_as", "select", "transpose", true)
-      .Cases("t", "squeeze", "unsqueeze", "expand", "expand_as", true)
-      .Cases("permute", "diagonal", "unfold", "as_strided", "alias", true)
-      .Cases("movedim", "swapaxes", "real", "imag", true)
-      .Default(false);
-}
-
-bool returnsNoGraph(llvm::StringRef Name) {
-  return llvm::StringSwitch<bool>(Name)
-      .Cases("argmax", "argmin", "argsort", "argwhere", "nonzero", true)
-      .Cases("eq", "ne", "gt", "lt", "ge", "le", true)
-      .Cases("greater", "less", "equal", "not_equal", "isclose", true)
-      .Cases("isnan", "isinf", "isfinite", "isneginf", "isposinf", true)
-      .Cases("logical_and", "logical_or", "logical_not", "logical_xor", true)
-      .Cases("any", "all", "count_nonzero", "bucketize", "searchsorted", true)
-      .Cases("bincount", "histc", "one_hot", "sign", "signbit", true)
-      .Default(false);
-}
-
-bool isElementwiseFunction(llvm::StringRef Name) {
-  return llvm::StringSwitch<bool>(Name)
-      .Cases("abs", "neg", "exp", "exp2", "expm1", "log", "log2", true)
-      .Cases("log10", "log1p", "sqrt", "rsqrt", "square", "pow", true)
-      .Cases("sin", "cos", "tan", "tanh", "sigmoid", "relu", "gelu", true)
-      .Cases("silu", "elu", "leaky_relu", "softplus", "clamp", "clip", true)
-      .Cases("floor", "ceil", "round", "trunc", "reciprocal", "erf", true)
-      .Cases("softmax", "log_softmax", "dropout", "nan_to_num", true)
-      .Default(false);
-}
-
-bool returnsValuesAndIndices(llvm::StringRef Name) {
-  return llvm::StringSwitch<bool>(Name)
-      .Cases("max", "min", "topk", "sort", "kthvalue", "mode", true)
-      .Cases("median", "nanmedian", "cummax", "cummin", true)
-      .Default(false);
 }
 
 bool isDataIteratorType(QualType T) {

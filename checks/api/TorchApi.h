@@ -147,6 +147,10 @@ bool returnsNoGraph(llvm::StringRef Name);
 /// Element-wise tensor functions of one tensor (`log`, `exp`, `relu`,
 /// `sigmoid`, ...): the result has the operand's shape.
 bool isElementwiseFunction(llvm::StringRef Name);
+/// Element-wise operations of two or more tensors (a function, or a tensor
+/// method on its object; in-place spellings without the `_`): `add`, `eq`,
+/// `masked_fill`, `where`, ...
+bool isElementwiseOfTwo(llvm::StringRef Name);
 /// Tensor functions and methods that return a (values, indices) tuple
 /// (`max(dim)`, `topk`, `sort`, ...): the indices carry no graph.
 bool returnsValuesAndIndices(llvm::StringRef Name);

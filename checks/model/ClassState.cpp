@@ -96,57 +96,6 @@ private:
   llvm::DenseSet<const FieldDecl *> &Out;
 };
 
-/// The members of a module class that its `to()` moves: submodules, and
-/// the tensor members a method registers (`w_ = register_parameter(...)`,
-/// `register_buffer("b", b_)`).
-class RegisteredMembers : public RecursiveASTVisitor<RegisteredMembers> {
-public:
-  bool VisitCallExpr(CallExpr *Call) {
-    if (isRegistration(Call))
-      collect(Call);
-    return true;
-  }
-  bool VisitBinaryOperator(BinaryOperator *BO) {
-    if (BO->isAssignmentOp() && containsRegistration(BO->getRHS()))
-      collect(BO->getLHS());
-    return true;
-  }
-  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
-    if (Op->getOperator() == OO_Equal && Op->getNumArgs() == 2 &&
-        containsRegistration(Op->getArg(1)))
-      collect(Op->getArg(0));
-    return true;
-  }
-  void initialiser(const CXXCtorInitializer &Init) {
-    if (Init.getMember() && Init.getInit() &&
-        containsRegistration(Init.getInit()))
-      Out.insert(Init.getMember());
-  }
-  llvm::DenseSet<const FieldDecl *> Out;
-
-private:
-  static bool isRegistration(const CallExpr *Call) {
-    const FunctionDecl *FD = Call->getDirectCallee();
-    return FD && FD->getIdentifier() && FD->getName().starts_with("register_");
-  }
-  static bool containsRegistration(const Stmt *S) {
-    if (!S)
-      return false;
-    if (const auto *Call = dyn_cast<CallExpr>(S); Call && isRegistration(Call))
-      return true;
-    return llvm::any_of(S->children(), containsRegistration);
-  }
-  void collect(const Stmt *S) {
-    if (!S)
-      return;
-    if (const auto *ME = dyn_cast<MemberExpr>(S))
-      if (const auto *Field = dyn_cast<FieldDecl>(ME->getMemberDecl()))
-        Out.insert(Field);
-    for (const Stmt *Child : S->children())
-      collect(Child);
-  }
-};
-
 /// Whether \p L lies in one of \p Members of `*this`.
 bool isMemberOf(const Location &L, llvm::ArrayRef<const FieldDecl *> Members) {
   return L.Kind == Location::This && L.Depth >= 1 &&
@@ -347,31 +296,12 @@ ClassState computeClassState(const CXXRecordDecl &Class,
   if (!Def || Def->isDependentContext())
     return Result;
   // A module's own submodules, parameters and buffers move with every
-  // `to()` of the module, from anywhere: of a module class, only the other
-  // members (a plain tensor member, a device, a count) have a class state.
-  bool Module = isModuleHandleType(Program.context().getRecordType(Def));
-  RegisteredMembers Registered;
-  if (Module)
-    for (const CXXRecordDecl *RD : classWithBases(*Def))
-      for (const Decl *D : RD->decls()) {
-        const auto *FD = dyn_cast<FunctionDecl>(D);
-        if (const auto *Template = dyn_cast<FunctionTemplateDecl>(D))
-          FD = Template->getTemplatedDecl();
-        if (FD && FD->hasBody())
-          Registered.TraverseStmt(FD->getBody());
-        if (const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(FD))
-          for (const CXXCtorInitializer *Init : Ctor->inits()) {
-            Registered.TraverseStmt(Init->getInit());
-            Registered.initialiser(*Init);
-          }
-      }
-  const SourceManager &SM = Program.context().getSourceManager();
+  // `to()` of the module, from anywhere.
+  if (isModuleHandleType(Program.context().getRecordType(Def)))
+    return Result;
   llvm::SmallVector<const FieldDecl *, 8> Members;
   for (const FieldDecl *F : fieldsWithBases(*Def))
-    if (isTrackedMember(*F) &&
-        (!Module || (!isModuleHandleType(F->getType()) &&
-                     !Registered.Out.contains(F) &&
-                     !isSystemHeaderDecl(*F, SM))))
+    if (isTrackedMember(*F))
       Members.push_back(F);
   if (Members.empty())
     return Result;
