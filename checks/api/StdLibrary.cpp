@@ -220,11 +220,34 @@ bool isCallableType(QualType T) {
   if (T.isNull())
     return false;
   T = T.getNonReferenceType().getCanonicalType();
-  if (T->isFunctionPointerType() || T->isFunctionType())
+  if (T->isFunctionPointerType() || T->isFunctionType() ||
+      T->isMemberFunctionPointerType())
     return true;
-  if (const CXXRecordDecl *RD = T->getAsCXXRecordDecl(); RD && RD->isLambda())
+  const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+  if (RD && RD->isLambda())
     return true;
-  return isStdFunction(T);
+  // libstdc++ and libc++ spell bind's result type differently.
+  return isStdFunction(T) || isStdClass(RD, "_Bind") || isStdClass(RD, "__bind");
+}
+
+bool isStdBind(const CallExpr &Call) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  return FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+         FD->getName() == "bind" && Call.getNumArgs() >= 1;
+}
+
+unsigned placeholderIndex(const Expr &E) {
+  const auto *Ref = dyn_cast<DeclRefExpr>(E.IgnoreParenImpCasts());
+  const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
+  const auto *Space =
+      Var ? dyn_cast<NamespaceDecl>(Var->getDeclContext()) : nullptr;
+  if (!Space || !Space->getIdentifier() ||
+      Space->getName() != "placeholders" || !Space->isInStdNamespace() ||
+      !Var->getIdentifier())
+    return 0;
+  unsigned N = 0;
+  llvm::StringRef Name = Var->getName();
+  return Name.consume_front("_") && !Name.getAsInteger(10, N) ? N : 0;
 }
 
 bool storesCallableArgument(const FunctionDecl &FD) {

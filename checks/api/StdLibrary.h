@@ -60,8 +60,14 @@ bool isStringType(QualType T);
 /// implicit casts around the call ignored); null for anything else.
 const Expr *movedOrForwarded(const Expr *E);
 /// A value that holds code: a `std::function`, a function pointer or
-/// reference, a lambda's closure.
+/// reference, a pointer to a member function, a lambda's closure, the
+/// result of `std::bind`.
 bool isCallableType(QualType T);
+/// `std::bind(f, args...)`: the call that binds \p Call's arguments; null
+/// otherwise.
+bool isStdBind(const CallExpr &Call);
+/// N for `std::placeholders::_N`; 0 for anything else.
+unsigned placeholderIndex(const Expr &E);
 /// A library function that keeps a callable argument instead of running
 /// it: a container insert, std::function's constructor and assignment.
 bool storesCallableArgument(const FunctionDecl &FD);

@@ -19,6 +19,7 @@
 
 namespace clang::tidy::torch {
 
+
 //===--- Effects -----------------------------------------------------------===//
 
 /// Adds \p Sources to \p Into.
@@ -78,6 +79,21 @@ void FlowModel::copyArgumentParts(const ValueFacts &Exit,
       St.set(Part, Scratch.get(Part));
 }
 
+/// Every module's mode may have changed (PathFacts::ModesClobbered).
+static void clobberModes(State &St) {
+  St.path().ModesClobbered = true;
+  llvm::SmallVector<std::pair<Location, ValueFacts>, 4> Switched;
+  St.forEach([&](const Location &L, const ValueFacts &V) {
+    if (V.Mode.isKnown() || (V.Mode.Entry && isModuleHandleType(V.Mode.Entry->getType())))
+      Switched.push_back({L, V});
+  });
+  llvm::sort(Switched, llvm::less_first());
+  for (auto &[L, V] : Switched) {
+    V.Mode = {};
+    St.set(L, V);
+  }
+}
+
 void FlowModel::applySummary(const ResolvedCall &Call,
                              const FunctionSummary &Summary,
                              const Location &Result, State &St) const {
@@ -85,13 +101,21 @@ void FlowModel::applySummary(const ResolvedCall &Call,
   const State Before = St;
   if (Summary.SelectsCuda && St.path().Cuda != CudaGuard::Checked)
     St.path().CudaSelectedBefore = true;
+  if (Summary.ClobbersModes)
+    clobberModes(St);
   // A device the callee names by the member that holds it is what the
   // member holds after the call: not what it held before, when the call
   // changes it.
   llvm::SmallVector<Location, 4> Rewritten;
   for (const Location &L : Summary.Clobbers)
     if (Location Here = callerLocation(L, Call)) {
+      // The objects its reference members (or shared module handles) name
+      // may have changed with it.
+      if (L == Location::thisObject())
+        forgetBoundObjects(Here, St);
       St.forgetTree(Here);
+      if (Here.Kind == Location::This)
+        St.markClobbered(Here);
       Rewritten.push_back(Here);
     }
   for (const SummaryEffect &Effect : Summary.Effects)
@@ -208,8 +232,10 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
             stripConversions(Arg)->getType()->getAsCXXRecordDecl();
         Closure && Closure->isLambda())
       for (const LambdaCapture &C : Closure->captures()) {
-        if (C.capturesThis())
+        if (C.capturesThis()) {
           St.forgetRoots(Location::This);
+          St.markClobbered(Location::thisObject());
+        }
         else if (C.capturesVariable() && C.getCaptureKind() == LCK_ByRef)
           if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
             St.forgetTree(Location::local(VD));
@@ -242,13 +268,19 @@ void FlowModel::forgetOpaqueEffects(const ResolvedCall &Call,
   // A user function whose body is not known may change any global, and a
   // non-const method of the user's may change every member of its object.
   St.forgetRoots(Location::Global);
+  // A virtual call of uncertain target runs some override of the method it
+  // names.
   const auto *MD = dyn_cast_or_null<CXXMethodDecl>(FD);
-  if (!MD || MD->isStatic() || !Call.Object)
+  if (const auto *Named = dyn_cast_or_null<CallExpr>(Call.Call); !MD && Named)
+    MD = dyn_cast_or_null<CXXMethodDecl>(Named->getDirectCallee());
+  if (!MD || MD->isStatic() || !Call.Object || isLibraryFunction(*MD))
     return;
   forgetBoundObjects(Call.Object, St);
   if (MD->isConst())
     return;
   St.forgetTree(Call.Object);
+  if (Call.Object.Kind == Location::This)
+    St.markClobbered(Call.Object);
   // A method of the class whose state is being computed, on `*this`: it
   // leaves the members within that state, as every method must.
   if (Call.Object == Location::thisObject())
@@ -332,6 +364,16 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   ProgramModel::Dispatched Dispatched;
   if (!Summary)
     Dispatched = Program.dispatchedSummaries(Call);
+  // So does a callable that holds one of several known functions.
+  if (!Summary && Dispatched.empty() && callableHolder(Call))
+    for (const FunctionDecl *Target : possibleCallableTargets(Call, St)) {
+      const FunctionSummary *TargetSummary = Program.summary(*Target);
+      if (!TargetSummary) {
+        Dispatched.clear();
+        break;
+      }
+      Dispatched.push_back({Target, TargetSummary});
+    }
   if (!Dispatched.empty()) {
     std::optional<PathFacts> Joined;
     for (const auto &[Override, OverrideSummary] : Dispatched) {
@@ -544,7 +586,42 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     applySummary(Resolved, *Summary, Location(), St);
     return;
   }
+  // A virtual call of uncertain target does what one of the overrides does;
+  // a callable, what one of the functions it may hold does.
+  if (!Dispatched.empty()) {
+    llvm::SmallVector<Alternative, 2> Results;
+    for (const auto &[Override, OverrideSummary] : Dispatched) {
+      Alternative A;
+      A.After = St;
+      ResolvedCall Through = Resolved;
+      Through.Callee = Override;
+      applySummary(Through, *OverrideSummary, Location(), A.After);
+      if (const auto *Method = dyn_cast<CXXMethodDecl>(Override);
+          Method && !Method->getParent()->isLambda())
+        A.Class = Method->getParent();
+      Results.push_back(std::move(A));
+    }
+    St = joinAlternatives(Results);
+    return;
+  }
   forgetOpaqueEffects(Resolved, St);
+  // A callable whose contents are unknown may hold any module handle it
+  // captured, and switch its mode (a phase callback calling eval()).
+  // (A callable the callers hand in, or the one a member holds, is what
+  // they know; the elements of a member container of callables, a registry
+  // filled from anywhere, no one does.)
+  if (const Expr *Holder = callableHolder(Call);
+      Holder && isCallableType(Holder->getType())) {
+    Location L = locationOf(Holder->IgnoreParenImpCasts());
+    if (const VarDecl *Element = rangeElementNamed(*Holder))
+      if (const Expr *Range = rangeOfElement(*Element))
+        L = locationOf(Range).child(Selector::element());
+    bool FromParameter = L && L.Kind == Location::Local &&
+                         isa_and_nonnull<ParmVarDecl>(L.Root);
+    if (L && L.isElement() ? !FromParameter
+                           : !evaluate(Holder, St).dependsOnEntry())
+      clobberModes(St);
+  }
 }
 
 } // namespace clang::tidy::torch

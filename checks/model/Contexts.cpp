@@ -139,9 +139,17 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
                                      : llvm::ArrayRef(ThroughCallables);
     C.OnlyWhereWritten = ThroughCallables.empty();
   }
-  // Called through a pointer, or through a base that no call of the TU
-  // shows: callers no one sees.
-  bool Escapes = (!IsLambda && isAddressTaken(F)) ||
+  // A function whose address is taken (`&f`, `&Trainer::step`, bound by
+  // std::bind) runs where the callables that hold it are called too.
+  bool AddressTaken = !IsLambda && isAddressTaken(F);
+  if (AddressTaken) {
+    ThroughCallables = callableCallSitesOf(F);
+    MayRun.append(ThroughCallables.begin(), ThroughCallables.end());
+    Sites = MayRun;
+  }
+  // Called through a pointer that no call of the TU shows, or through a
+  // base that none shows: callers no one sees.
+  bool Escapes = (AddressTaken && ThroughCallables.empty()) ||
                  (Sites.empty() && Method && Method->isVirtual());
   // Asked in an audit's first phase too: other TUs' calls may change the
   // context (the planner compares it with this TU's own). A run outside an
@@ -303,6 +311,19 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
           Here.set(InCallee, V);
           CopyParts(Target, InCallee);
         }
+      }
+    }
+    // A member function bound to the caller's `this` runs on another object
+    // here, unless the call runs on the same one.
+    if (Call.Object != Location::thisObject()) {
+      llvm::SmallVector<std::pair<Location, ValueFacts>, 2> Rebound;
+      Here.forEach([&](const Location &L, const ValueFacts &V) {
+        if (V.CallablesOnThis)
+          Rebound.push_back({L, V});
+      });
+      for (auto &[L, V] : Rebound) {
+        V.CallablesOnThis = false;
+        Here.set(L, V);
       }
     }
     const EntryContext &CallerContext = entryContext(*CallerDef);

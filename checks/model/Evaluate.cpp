@@ -29,17 +29,49 @@ static const NamedDecl *holderOf(const Location &L) {
 
 /// The function a callable expression names: a lambda's call operator, or
 /// a function named or whose address is taken (`step`, `&step`).
-static const FunctionDecl *callableExpression(const Expr &E) {
+/// The function a callable expression holds: a lambda, a function's name
+/// or address, a member function's address (`&Trainer::step`), or
+/// `std::bind` of one whose arguments are the call's, in order (a member
+/// function's object first). \p OnThis: that object is `this`.
+static const FunctionDecl *callableExpression(const Expr &E, bool &OnThis) {
+  OnThis = false;
   if (const auto *Lambda = dyn_cast<LambdaExpr>(&E))
     return Lambda->getCallOperator();
+  if (const auto *Bind = dyn_cast<CallExpr>(&E); Bind && isStdBind(*Bind)) {
+    bool Ignored = false;
+    const FunctionDecl *Target =
+        callableExpression(*stripConversions(Bind->getArg(0)), Ignored);
+    if (!Target)
+      return nullptr;
+    const auto *Method = dyn_cast<CXXMethodDecl>(Target);
+    bool NeedsObject =
+        Method && !Method->isStatic() && !Method->getParent()->isLambda();
+    unsigned First = NeedsObject ? 2 : 1;
+    if (Bind->getNumArgs() != First + Target->getNumParams())
+      return nullptr;
+    for (unsigned I = First; I < Bind->getNumArgs(); ++I)
+      if (placeholderIndex(*Bind->getArg(I)) != I - First + 1)
+        return nullptr; // arguments bound or reordered: not followed
+    if (NeedsObject) {
+      const Expr *Object = stripConversions(Bind->getArg(1));
+      if (const auto *Deref = dyn_cast<UnaryOperator>(Object);
+          Deref && Deref->getOpcode() == UO_Deref)
+        Object = Deref->getSubExpr()->IgnoreParenImpCasts();
+      OnThis = isa<CXXThisExpr>(Object);
+    }
+    return Target;
+  }
   const Expr *Named = &E;
   if (const auto *Address = dyn_cast<UnaryOperator>(&E);
       Address && Address->getOpcode() == UO_AddrOf)
     Named = Address->getSubExpr()->IgnoreParenImpCasts();
-  if (const auto *Ref = dyn_cast<DeclRefExpr>(Named))
-    if (const auto *Function = dyn_cast<FunctionDecl>(Ref->getDecl());
-        Function && !isa<CXXMethodDecl>(Function))
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(Named)) {
+    const auto *Function = dyn_cast<FunctionDecl>(Ref->getDecl());
+    const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Function);
+    // A member function by name alone is a call of it, not a value.
+    if (Function && (!Method || Named != &E))
       return Function;
+  }
   return nullptr;
 }
 
@@ -241,8 +273,9 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
                       S);
     return F;
   }
-  if (const FunctionDecl *Function = callableExpression(*E)) {
-    F.setCallable(Function);
+  bool OnThis = false;
+  if (const FunctionDecl *Function = callableExpression(*E, OnThis)) {
+    F.setCallable(Function, OnThis);
     return F;
   }
   ModuleCall MC;

@@ -3,6 +3,7 @@
 #include "Facts.h"
 #include "State.h"
 #include "api/TorchMatchers.h"
+#include "clang/AST/DeclCXX.h"
 #include "llvm/ADT/STLExtras.h"
 
 namespace clang::tidy::torch {
@@ -22,6 +23,7 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          FromDeviceConflict == O.FromDeviceConflict &&
          Scalar == O.Scalar && Callables == O.Callables &&
          CallablesKnown == O.CallablesKnown &&
+         CallablesOnThis == O.CallablesOnThis &&
          GraphSources == O.GraphSources && Empty == O.Empty &&
          KeepsCallerFacts == O.KeepsCallerFacts;
 }
@@ -273,6 +275,15 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   R.Callables = A.Callables;
   unite<const FunctionDecl *>(R.Callables, B.Callables);
   R.CallablesKnown = A.CallablesKnown && B.CallablesKnown;
+  // A side that holds no member function puts no object in question.
+  auto HoldsMethod = [](const ValueFacts &V) {
+    return llvm::any_of(V.Callables, [](const FunctionDecl *F) {
+      const auto *M = dyn_cast<CXXMethodDecl>(F);
+      return M && !M->isStatic() && !M->getParent()->isLambda();
+    });
+  };
+  R.CallablesOnThis = (A.CallablesOnThis || !HoldsMethod(A)) &&
+                      (B.CallablesOnThis || !HoldsMethod(B)) && HoldsMethod(R);
   R.GraphSources = A.GraphSources;
   for (const Stmt *S : B.GraphSources)
     if (!llvm::is_contained(R.GraphSources, S))
@@ -323,6 +334,7 @@ bool PathFacts::operator==(const PathFacts &O) const {
          GraphsBackpropagated == O.GraphsBackpropagated &&
          EntriesBackpropagated == O.EntriesBackpropagated &&
          BackpropagatedOther == O.BackpropagatedOther &&
+         ModesClobbered == O.ModesClobbered &&
          GraphsEscaped == O.GraphsEscaped &&
          StepsWithoutReset == O.StepsWithoutReset &&
          GradientsResetSinceEntry == O.GradientsResetSinceEntry &&
@@ -390,6 +402,7 @@ PathFacts joinPaths(const PathFacts &A, const PathFacts &B, bool AKeptCpu,
                                  A.EntriesBackpropagated.end());
   unite<const ValueDecl *>(R.EntriesBackpropagated, B.EntriesBackpropagated);
   R.BackpropagatedOther = A.BackpropagatedOther || B.BackpropagatedOther;
+  R.ModesClobbered = A.ModesClobbered || B.ModesClobbered;
   R.GraphsEscaped.assign(A.GraphsEscaped.begin(), A.GraphsEscaped.end());
   unite<const Stmt *>(R.GraphsEscaped, B.GraphsEscaped);
   R.StepsWithoutReset.assign(A.StepsWithoutReset.begin(),

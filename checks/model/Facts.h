@@ -191,6 +191,10 @@ struct ValueFacts {
   llvm::SmallVector<const FunctionDecl *, 1> Callables;
   /// Every path knows what it holds: Callables is all it may hold.
   bool CallablesKnown = false;
+  /// The member functions among Callables run on `*this` of the function
+  /// that holds the value (`std::bind(&Trainer::step, this, _1)`), on every
+  /// path; otherwise their object is unknown where they are called.
+  bool CallablesOnThis = false;
   /// The statements whose autograd graph this value keeps alive: the module
   /// forwards it was computed from and the accumulations that added to it
   /// (some path).
@@ -221,9 +225,10 @@ struct ValueFacts {
     return CallablesKnown && Callables.size() == 1 ? Callables[0] : nullptr;
   }
   /// Holds \p F and nothing else.
-  void setCallable(const FunctionDecl *F) {
+  void setCallable(const FunctionDecl *F, bool OnThis = false) {
     Callables.assign(1, F);
     CallablesKnown = true;
+    CallablesOnThis = OnThis;
   }
 };
 
@@ -357,6 +362,10 @@ struct PathFacts {
   /// them, which may hold any caller's graph.
   llvm::SmallVector<const ValueDecl *, 1> EntriesBackpropagated;
   bool BackpropagatedOther = false;
+  /// Some path ran code that may switch any module's mode through a handle
+  /// it holds (a callable whose contents are unknown): no mode known before
+  /// it holds after it, wherever the module is held.
+  bool ModesClobbered = false;
   /// CPU selections made on this path: a branch that picks the CPU where the
   /// other picks CUDA is a fallback.
   llvm::SmallVector<const Expr *, 2> CpuSelections;

@@ -363,6 +363,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"autocastAtExit", nameOf(S.AutocastAtExit, AutocastNames)},
       {"autocastParam", S.AutocastParam},
       {"mayThrow", S.MayThrow},
+      {"clobbersModes", S.ClobbersModes},
       {"autocastHalf", S.AutocastHalf},
       {"autocastHalfAsEntry", S.AutocastHalfAsEntry},
       {"setsCudaDtype", S.SetsCudaDtype},

@@ -358,6 +358,7 @@ FactReader::summary(const llvm::json::Object &O) const {
   if (S.AutocastAtExit == AutocastState::AsParameter && S.AutocastParam < 0)
     S.AutocastAtExit = AutocastState::Unknown;
   S.MayThrow = O.getBoolean("mayThrow").value_or(false);
+  S.ClobbersModes = O.getBoolean("clobbersModes").value_or(false);
   S.AutocastHalf = O.getBoolean("autocastHalf").value_or(false);
   S.AutocastHalfAsEntry = O.getBoolean("autocastHalfAsEntry").value_or(false);
   S.SetsCudaDtype = O.getBoolean("setsCudaDtype").value_or(false);

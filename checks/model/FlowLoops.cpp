@@ -198,10 +198,16 @@ void FlowAnalysis::computeLoops() const {
         if (!CS)
           continue;
         forEachCall(CS->getStmt(), [&](const CallExpr &Call) {
+          // A callable runs what it holds where it is called.
+          std::optional<State> Before;
+          if (callableHolder(Call))
+            Before = stateBefore(Call);
           if (!Nested && !L.TrainingCall &&
-              Program.callTrains(Call, TrainingCall::PerStep))
+              (Before ? Model.callTrains(Call, TrainingCall::PerStep, *Before)
+                      : Program.callTrains(Call, TrainingCall::PerStep)))
             L.TrainingCall = &Call;
-          MayTrain |= Program.mayTrain(Call);
+          MayTrain |= Before ? Model.mayTrain(Call, *Before)
+                             : Program.mayTrain(Call);
         });
         // A statement clang could not compile may have held any call.
         if (const auto *E = dyn_cast<Expr>(CS->getStmt());

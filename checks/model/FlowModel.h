@@ -27,6 +27,7 @@ SourceLocation loaderBatchOrigin(const Expr &E, ASTContext &Ctx);
 
 class ProgramModel;
 struct FunctionSummary;
+enum class TrainingCall; // ProgramModel.h
 
 /// The arguments of a call as the callee sees them: `obj(args)` on a lambda
 /// or functor passes the object first; `std::make_shared<T>(args)` and a
@@ -43,6 +44,17 @@ struct ResolvedCall {
   /// The object's expression, when there is one.
   const Expr *ObjectExpr = nullptr;
 };
+
+/// One function a call may run and the state after it.
+struct Alternative {
+  /// The class whose member function it is; null for a free function or a
+  /// lambda (it may run on any object).
+  const CXXRecordDecl *Class = nullptr;
+  State After;
+};
+/// The state after a call that runs one of \p Results' functions, the same
+/// one every time (Alternatives.cpp).
+State joinAlternatives(llvm::ArrayRef<Alternative> Results);
 
 /// The function a direct call runs: its callee, or for a virtual call its
 /// target when that is certain; null otherwise.
@@ -61,6 +73,8 @@ llvm::SmallVector<const VarDecl *, 4> capturedVariables(const FunctionDecl &F);
 /// of it (`hook`, `kv.second`, a structured binding's `hook`); null
 /// otherwise.
 const VarDecl *rangeElementNamed(const Expr &E);
+/// The container a range-for's element variable walks; null otherwise.
+const Expr *rangeOfElement(const VarDecl &Element);
 
 /// An addition to storage that outlives the statement.
 struct Accumulation {
@@ -138,6 +152,9 @@ public:
   /// Applies the effect of \p S (one node; its children were applied
   /// before) to \p St.
   void transfer(const Stmt &S, State &St) const;
+  /// `std::tie(a, b) = value`: each tied variable takes its element; false
+  /// for any other assignment.
+  bool assignTied(const CXXOperatorCallExpr &Op, State &St) const;
   /// The end of \p Var's lifetime (an RAII guard restores what it saved).
   void transferDestructor(const VarDecl &Var, State &St) const;
   /// A constructor's member initialiser.
@@ -163,6 +180,12 @@ public:
   /// one that some path stored in it; empty for a direct call.
   llvm::SmallVector<const FunctionDecl *, 1>
   possibleCallableTargets(const CallExpr &Call, const State &S) const;
+  /// ProgramModel::callTrains and mayTrain in \p S: a call of a callable
+  /// that holds known functions trains when each of them does, and may
+  /// train when one of them may.
+  bool callTrains(const CallExpr &Call, TrainingCall What,
+                  const State &S) const;
+  bool mayTrain(const CallExpr &Call, const State &S) const;
   /// The summary of the function \p Call runs in \p S; null when unknown.
   const FunctionSummary *summaryAt(const Expr &Call, const State &S) const;
   /// Where, in the caller at \p Call, the callee's entry location \p InCallee

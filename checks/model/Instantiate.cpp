@@ -257,6 +257,8 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
                                   const ResolvedCall &Call, const State &S,
                                   llvm::ArrayRef<Location> Rewritten) const {
   ValueFacts R = InCallee;
+  // The callee's `this` is the caller's only for a call on it.
+  R.CallablesOnThis &= Call.Object == Location::thisObject();
   bool Conflict = false;
   R.Device = instantiate(InCallee.Device, Call, S, Rewritten, &Conflict);
   R.FromDeviceConflict |= Conflict;
@@ -337,6 +339,7 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
     if (R.Callables.empty() && !R.CallablesKnown) {
       R.Callables = Caller.Callables;
       R.CallablesKnown = Caller.CallablesKnown;
+      R.CallablesOnThis = Caller.CallablesOnThis;
     }
     if (InCallee.Device.Entry)
       R.DeviceUnset = Caller.DeviceUnset;

@@ -92,8 +92,12 @@ struct ObligedCallee {
   /// The call's arguments are not the target's (a lambda handed to
   /// std::for_each).
   bool HandedToLibrary = false;
-  /// The target runs on the call's object (an override of its callee).
+  /// The target runs on the call's object (an override of its callee, a
+  /// member function called through `obj->*pm`).
   bool OnObject = false;
+  /// The call runs the same target every time it runs (one object's
+  /// override, the function one callable holds), not each of them in turn.
+  bool SameEachRun = false;
 };
 
 /// The functions a call runs whose obligations apply at it: its callee,
@@ -114,16 +118,20 @@ obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
         Out.push_back({nullptr, Summary});
       return Out;
     }
-    if (callableHolder(*Call)) {
+    if (const Expr *Holder = callableHolder(*Call)) {
+      const auto *PtrMem =
+          dyn_cast<BinaryOperator>(Call->getCallee()->IgnoreParenImpCasts());
+      bool OnObject = PtrMem && PtrMem->isPtrMemOp();
+      bool SameEachRun = !rangeElementNamed(*Holder);
       for (const FunctionDecl *Target : M.possibleCallableTargets(*Call, St))
         if (const FunctionSummary *Summary = P.summary(*Target))
-          Out.push_back({Target, Summary});
+          Out.push_back({Target, Summary, false, OnObject, SameEachRun});
       return Out;
     }
     // A virtual call of uncertain target: each override the TU defines in
     // a class of the object's may run, and owes its obligations here.
     for (const auto &[Override, Summary] : P.dispatchedSummaries(*Call))
-      Out.push_back({Override, Summary, false, true});
+      Out.push_back({Override, Summary, false, true, true});
     if (!Out.empty())
       return Out;
     if (const FunctionDecl *FD = Call->getDirectCallee();
@@ -224,7 +232,12 @@ static MemberDecision memberDecision(const Obligation &O) {
   bool Any = false, Parameters = false, Submodules = false;
   auto Drop = [&](auto &Fact) {
     if (isCallerEntry(Fact) && isa<FieldDecl>(Fact.Entry)) {
-      Submodules |= isModuleHandleType(Fact.Entry->getType());
+      // A submodule of a module moves with it; a module a plain class holds
+      // is on the device that class chose.
+      const auto *Owner =
+          dyn_cast<CXXRecordDecl>(cast<FieldDecl>(Fact.Entry)->getParent());
+      Submodules |= isModuleHandleType(Fact.Entry->getType()) && Owner &&
+                    isModuleHandleType(QualType(Owner->getTypeForDecl(), 0));
       Fact.Entry = nullptr;
       Any = true;
     }
@@ -430,8 +443,8 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       }
     }
     // The obligations of the functions it calls.
-    for (const auto &[Target, Summary, HandedToLibrary, OnObject] :
-         obligedCallees(S, M, St)) {
+    for (const auto &[Target, Summary, HandedToLibrary, OnObject,
+                      SameEachRun] : obligedCallees(S, M, St)) {
       if (Summary->Obligations.empty())
         continue;
       ResolvedCall Resolved = M.resolve(cast<Expr>(S), St);
@@ -482,7 +495,7 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
               }
         }
         SiteContext Composed = compose(O.Context, ContextHere());
-        if (Target && OnObject)
+        if (Target && SameEachRun)
           keepOwnDispatch(Composed.Path, S, *Target);
         Composed.At = O.Context.At;
         Verdict V = O.Kind->judge(Match, Composed);

@@ -242,18 +242,33 @@ PathFacts ProgramModel::initializerPath(const VarDecl &Global) {
 
 //===--- Training calls ----------------------------------------------------===//
 
+static bool summaryTrains(const FunctionSummary *S, TrainingCall What) {
+  if (What == TrainingCall::PerStep)
+    return S && S->TrainsPerCall;
+  bool Backward = What != TrainingCall::Step;
+  bool Step = What != TrainingCall::Backward;
+  return S && ((Backward && S->Backward.isValid()) ||
+               (Step && S->Step.isValid()));
+}
+
+bool ProgramModel::functionTrains(const FunctionDecl &Callee,
+                                  TrainingCall What) {
+  return summaryTrains(summary(Callee), What);
+}
+
+bool ProgramModel::functionMayTrain(const FunctionDecl &Callee) {
+  const FunctionSummary *S = summary(Callee);
+  return !S || summaryTrains(S, TrainingCall::BackwardOrStep) ||
+         S->MayRunOpaqueBackward;
+}
+
 bool ProgramModel::callTrains(const CallExpr &Call, TrainingCall What) {
   bool Backward = What != TrainingCall::Step;
   bool Step = What != TrainingCall::Backward;
   if ((Backward && isBackwardCall(Call, options())) ||
       (Step && isOptimizerStepCall(Call, options())))
     return true;
-  auto Trains = [&](const FunctionSummary *S) {
-    if (What == TrainingCall::PerStep)
-      return S && S->TrainsPerCall;
-    return S && ((Backward && S->Backward.isValid()) ||
-                 (Step && S->Step.isValid()));
-  };
+  auto Trains = [&](const FunctionSummary *S) { return summaryTrains(S, What); };
   if (const FunctionSummary *S = summaryForCall(Call))
     return Trains(S);
   // A virtual call trains when every override that may run does.

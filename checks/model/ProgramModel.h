@@ -275,6 +275,10 @@ public:
   /// Whether \p Call may run a backward pass or a step: it trains, or it is
   /// an opaque call that receives a tensor.
   bool mayTrain(const CallExpr &Call);
+  /// Whether a call of \p Callee runs \p What (its summary proves it); and
+  /// whether it may run a backward pass or a step.
+  bool functionTrains(const FunctionDecl &Callee, TrainingCall What);
+  bool functionMayTrain(const FunctionDecl &Callee);
   /// How \p Literal (in the body or initialisers of \p Owner, a function,
   /// or in a global's initialiser) is consumed.
   DeviceLiteralUse deviceLiteralUse(const Expr &Literal, const Decl &Owner);

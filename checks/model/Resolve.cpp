@@ -123,8 +123,18 @@ const FunctionDecl *certainCallee(const CallExpr &Call) {
             : nullptr;
 }
 
+/// `obj.*pm` or `ptr->*pm`, the callee of a call through a pointer to a
+/// member function; null otherwise.
+static const BinaryOperator *memberPointerCallee(const CallExpr &Call) {
+  const auto *Op =
+      dyn_cast_or_null<BinaryOperator>(Call.getCallee()->IgnoreParenImpCasts());
+  return Op && Op->isPtrMemOp() ? Op : nullptr;
+}
+
 const Expr *callableHolder(const CallExpr &Call) {
   const FunctionDecl *FD = Call.getDirectCallee();
+  if (const BinaryOperator *PtrMem = memberPointerCallee(Call))
+    return PtrMem->getRHS();
   if (!FD)
     return Call.getCallee();
   const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
@@ -155,6 +165,29 @@ const VarDecl *rangeElementNamed(const Expr &E) {
   }
 }
 
+/// The first variable \p E names, looking inside it.
+static const VarDecl *firstVariableIn(const Stmt *E) {
+  if (!E)
+    return nullptr;
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl()))
+      return Var;
+  for (const Stmt *Child : E->children())
+    if (const VarDecl *V = firstVariableIn(Child))
+      return V;
+  return nullptr;
+}
+
+const Expr *rangeOfElement(const VarDecl &Element) {
+  // `auto &e : c` is `auto &e = *__begin`, `__begin = __range.begin()`,
+  // `auto &&__range = c`.
+  const VarDecl *Begin = firstVariableIn(Element.getInit());
+  const VarDecl *Range = Begin ? firstVariableIn(Begin->getInit()) : nullptr;
+  return Range && Range != &Element && Range != Begin && Range->getInit()
+             ? Range->getInit()->IgnoreParenImpCasts()
+             : nullptr;
+}
+
 llvm::SmallVector<const FunctionDecl *, 1>
 FlowModel::possibleCallableTargets(const CallExpr &Call, const State &S) const {
   llvm::SmallVector<const FunctionDecl *, 1> Out;
@@ -164,11 +197,19 @@ FlowModel::possibleCallableTargets(const CallExpr &Call, const State &S) const {
   }
   // A range-for over a container of callables calls each element: each one
   // it may hold runs here. (An element picked by key may be another one.)
+  // A callable variable or member runs the one it holds on this path: one
+  // of those every path gave it.
   const Expr *Holder = callableHolder(Call);
-  if (!Holder || !rangeElementNamed(*Holder))
+  if (!Holder)
     return Out;
+  ValueFacts Held = evaluate(Holder, S);
+  if (!rangeElementNamed(*Holder)) {
+    Location L = locationOf(Holder->IgnoreParenImpCasts());
+    if (!Held.CallablesKnown || !L || L.isElement())
+      return Out;
+  }
   unsigned Arguments = Call.getNumArgs() - (Call.getDirectCallee() ? 1 : 0);
-  for (const FunctionDecl *F : evaluate(Holder, S).Callables)
+  for (const FunctionDecl *F : Held.Callables)
     if (F->getNumParams() == Arguments)
       Out.push_back(F);
   return Out;
@@ -194,9 +235,47 @@ ResolvedCall FlowModel::resolve(const Expr &E, const State &S) const {
       if (Call->getDirectCallee())
         Args = Args.drop_front(); // the std::function itself
       R.Arguments.assign(Args.begin(), Args.end());
+      const auto *Method = dyn_cast<CXXMethodDecl>(Target);
+      if (!Method || Method->isStatic() || Method->getParent()->isLambda())
+        return R;
+      // The object a member function runs on: the left of `->*`, or `this`
+      // where the callable bound it and this function's object is one.
+      if (const BinaryOperator *PtrMem = memberPointerCallee(*Call)) {
+        R.ObjectExpr = PtrMem->getLHS();
+        const Expr *Object = R.ObjectExpr->IgnoreParenImpCasts();
+        R.Object = isa<CXXThisExpr>(Object) ? Location::thisObject()
+                                            : locationOf(Object);
+      } else if (const auto *Caller = dyn_cast_or_null<CXXMethodDecl>(
+                     dyn_cast_or_null<FunctionDecl>(Owner));
+                 Caller && !Caller->isStatic() &&
+                 !Caller->getParent()->isLambda() &&
+                 (Caller->getParent() == Method->getParent() ||
+                  Caller->getParent()->isDerivedFrom(Method->getParent())) &&
+                 evaluate(callableHolder(*Call), S).CallablesOnThis) {
+        R.Object = Location::thisObject();
+      }
       return R;
     }
   return resolve(E);
+}
+
+bool FlowModel::callTrains(const CallExpr &Call, TrainingCall What,
+                           const State &S) const {
+  if (callableHolder(Call))
+    if (auto Targets = possibleCallableTargets(Call, S); !Targets.empty())
+      return llvm::all_of(Targets, [&](const FunctionDecl *F) {
+        return Program.functionTrains(*F, What);
+      });
+  return Program.callTrains(Call, What);
+}
+
+bool FlowModel::mayTrain(const CallExpr &Call, const State &S) const {
+  if (callableHolder(Call))
+    if (auto Targets = possibleCallableTargets(Call, S); !Targets.empty())
+      return llvm::any_of(Targets, [&](const FunctionDecl *F) {
+        return Program.functionMayTrain(*F);
+      });
+  return Program.mayTrain(Call);
 }
 
 const FunctionSummary *FlowModel::summaryAt(const Expr &E,

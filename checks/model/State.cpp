@@ -234,6 +234,11 @@ bool State::joinWith(const State &Other) {
     Values[L] = std::move(Joined);
     Changed = true;
   }
+  for (const Location &L : Other.Clobbered)
+    if (!llvm::is_contained(Clobbered, L)) {
+      markClobbered(L);
+      Changed = true;
+    }
   PathFacts JoinedPath = joinPaths(Path, Other.Path, MineKeptCpu, OtherKeptCpu);
   if (JoinedPath != Path) {
     Path = std::move(JoinedPath);
@@ -285,9 +290,15 @@ bool OomRecovery::operator==(const OomRecovery &O) const {
          });
 }
 
+void State::markClobbered(const Location &L) {
+  if (llvm::is_contained(Clobbered, L))
+    return;
+  Clobbered.insert(llvm::upper_bound(Clobbered, L), L);
+}
+
 bool State::operator==(const State &O) const {
   if (Values.size() != O.Values.size() || Path != O.Path ||
-      Recoveries.size() != O.Recoveries.size())
+      Recoveries.size() != O.Recoveries.size() || Clobbered != O.Clobbered)
     return false;
   for (const OomRecovery &R : Recoveries)
     if (!llvm::is_contained(O.Recoveries, R))

@@ -192,6 +192,14 @@ public:
     return Recoveries;
   }
 
+  /// Storage of `*this` that some path made unknown without the values
+  /// showing it: the whole object after a user method with no summary (the
+  /// members a derived class adds, which no location here names), a member
+  /// the overrides of a virtual hook disagree on. A summary reports them as
+  /// clobbered. Sorted.
+  void markClobbered(const Location &L);
+  llvm::ArrayRef<Location> clobbered() const { return Clobbered; }
+
   /// Merges \p Other into this state; returns true when this state changed.
   bool joinWith(const State &Other);
   bool operator==(const State &O) const;
@@ -201,6 +209,7 @@ private:
   llvm::DenseMap<Location, ValueFacts> Values;
   PathFacts Path;
   llvm::SmallVector<OomRecovery, 0> Recoveries;
+  llvm::SmallVector<Location, 0> Clobbered;
 };
 
 } // namespace clang::tidy::torch

@@ -96,6 +96,8 @@ struct FunctionSummary {
   /// Some path leaves by an exception: a throw, or a call that may throw,
   /// that no try block of its own catches.
   bool MayThrow = false;
+  /// Some path may switch any module's mode (PathFacts::ModesClobbered).
+  bool ClobbersModes = false;
 
   /// The function changes nothing its callers see: it only computes what
   /// it returns (a caller that discards the result loses all it did). A
@@ -106,7 +108,7 @@ struct FunctionSummary {
            Step.isInvalid() && !ResetsGradients &&
            !SettlesGradients && !RescalesGradients &&
            AutocastAtExit == AutocastState::Entry && !SetsCudaDtype &&
-           !MayRunOpaqueBackward;
+           !MayRunOpaqueBackward && !ClobbersModes;
   }
 
   /// The facts of the returned value itself.

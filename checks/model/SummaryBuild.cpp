@@ -155,6 +155,10 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
       else
         S.Effects.push_back({L, After});
     }
+    for (const Location &L : Exit->clobbered())
+      if (isVisibleToCaller(L, F) && !llvm::is_contained(S.Clobbers, L))
+        S.Clobbers.push_back(L);
+    S.ClobbersModes = Exit->path().ModesClobbered;
     S.BackwardEntriesKnown = !Exit->path().BackpropagatedOther;
     S.BackwardEntries.assign(Exit->path().EntriesBackpropagated.begin(),
                              Exit->path().EntriesBackpropagated.end());
@@ -200,14 +204,17 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     const auto *Call = dyn_cast<CallExpr>(&St);
     if (!Call)
       return;
-    if (S.Backward.isInvalid() && callTrains(*Call, TrainingCall::Backward))
+    const FlowModel &M = A.model();
+    if (S.Backward.isInvalid() &&
+        M.callTrains(*Call, TrainingCall::Backward, Before))
       S.Backward = Call->getExprLoc();
-    if (S.Step.isInvalid() && callTrains(*Call, TrainingCall::Step))
+    if (S.Step.isInvalid() && M.callTrains(*Call, TrainingCall::Step, Before))
       S.Step = Call->getExprLoc();
-    if (!S.TrainsPerCall && callTrains(*Call, TrainingCall::PerStep) &&
+    if (!S.TrainsPerCall &&
+        M.callTrains(*Call, TrainingCall::PerStep, Before) &&
         A.loopContext(*Call).Loop.isInvalid())
       S.TrainsPerCall = true;
-    S.MayRunOpaqueBackward |= mayTrain(*Call);
+    S.MayRunOpaqueBackward |= M.mayTrain(*Call, Before);
     if (isSynchronizeCall(*Call, options()))
       S.MaySynchronize = true;
     else if (const FunctionSummary *Inner = A.model().summaryAt(*Call, Before))

@@ -160,6 +160,31 @@ void FlowModel::appendToContainer(const Location &Elements, const Expr *Value,
   St.set(Elements, joinFacts(Old ? *Old : ValueFacts(), V));
 }
 
+bool FlowModel::assignTied(const CXXOperatorCallExpr &Op, State &St) const {
+  const auto *Tie = dyn_cast<CallExpr>(stripConversions(Op.getArg(0)));
+  const FunctionDecl *FD = Tie ? Tie->getDirectCallee() : nullptr;
+  if (!FD || !FD->isInStdNamespace() || !FD->getIdentifier() ||
+      FD->getName() != "tie")
+    return false;
+  // `std::tie(a, b) = f()`: each variable takes its element of the tuple.
+  State Scratch = St;
+  Location Tuple = Location::returned();
+  Scratch.forgetTree(Tuple);
+  const Expr *Value = Op.getArg(1);
+  assign(Tuple, Value->getType(), Value, Op.getExprLoc(), Scratch);
+  for (unsigned I = 0; I < Tie->getNumArgs(); ++I) {
+    Location To = locationOf(stripConversions(Tie->getArg(I)));
+    if (!To)
+      continue;
+    St.forgetTree(To);
+    Location From = Tuple.child(Selector::tupleElement(I));
+    for (const Location &Part : Scratch.tree(From))
+      if (Location In = Part.replacePrefix(From, To))
+        St.set(In, Scratch.get(Part));
+  }
+  return true;
+}
+
 void FlowModel::transfer(const Stmt &S, State &St) const {
   trackRecoveries(S, St);
   if (const auto *E = dyn_cast<Expr>(&S);
@@ -255,6 +280,8 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
   }
   if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&S)) {
     OverloadedOperatorKind K = Op->getOperator();
+    if (K == OO_Equal && Op->getNumArgs() == 2 && assignTied(*Op, St))
+      return;
     if (K == OO_Equal && Op->getNumArgs() == 2) {
       Location L = locationOf(Op->getArg(0));
       bool Update = L && readsLocation(Op->getArg(1), L);

@@ -1180,3 +1180,25 @@ void shared_handle_through_helpers(torch::Device device) {
   shared_back_to_cpu(net);
   net->forward(torch::ones({2, 4}));
 }
+
+// --- A module held by a plain class ---------------------------------------------
+// The wrapper put its module on the device it chose; a tensor its callers hand
+// over untouched meets it in operator(): that statement forgot to move it, so
+// it is reported there, not at each call.
+class Wrapper {
+public:
+  explicit Wrapper(torch::Device device) : device_(device) { net_->to(device_); }
+  torch::Tensor operator()(const torch::Tensor &x) {
+    return net_->forward(x);
+    // CHECK-MESSAGES: :[[@LINE-1]]:18: warning: module 'net_' has its parameters on 'device'
+  }
+
+private:
+  torch::Device device_;
+  Net net_;
+};
+
+void run_wrapper(torch::Device device) {
+  Wrapper wrap(device);
+  auto y = wrap(torch::randn({2, 4}));
+}

@@ -252,3 +252,99 @@ void sequential_pushed() {
   // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: module 'built' is evaluated in training mode
   (void)y;
 }
+
+// --- Virtual hooks of a base-class loop ---------------------------------------
+// The base's fit() runs one override of each hook: what they disagree on is
+// unknown, so a module a derived trainer switched to eval() is not taken to be
+// in training mode afterwards; one every override leaves in train() is.
+#include <functional>
+#include <vector>
+
+class HookedTrainer {
+public:
+  virtual ~HookedTrainer() = default;
+  void fit() {
+    on_validation_start();
+    on_validation_end();
+  }
+
+protected:
+  virtual void on_validation_start() {}
+  virtual void on_validation_end() {}
+};
+
+class SwitchingTrainer : public HookedTrainer {
+public:
+  explicit SwitchingTrainer(Classifier net) : net_(std::move(net)) {}
+
+protected:
+  void on_validation_start() override { net_->eval(); }
+  Classifier net_;
+};
+
+double score_classifier(Classifier net, const torch::Tensor &x) {
+  torch::NoGradGuard no_grad;
+  return net->forward(x).sum().item<double>();
+}
+
+void evaluated_after_hooked_fit() {
+  Classifier net;
+  SwitchingTrainer trainer(net);
+  trainer.fit();
+  score_classifier(net, torch::randn({4, 8}));
+}
+
+// Phase callbacks registered from outside: calling them may switch any
+// module's mode, so the evaluation after them is not judged.
+class PhasedTrainer {
+public:
+  explicit PhasedTrainer(Classifier net) : net_(std::move(net)) {}
+  void on_phase(std::function<void(bool)> cb) { callbacks_.push_back(std::move(cb)); }
+  double validate(const torch::Tensor &x) {
+    for (auto &cb : callbacks_)
+      cb(false);
+    torch::NoGradGuard no_grad;
+    return net_->forward(x).sum().item<double>();
+  }
+
+private:
+  Classifier net_;
+  std::vector<std::function<void(bool)>> callbacks_;
+};
+
+void evaluated_after_callbacks() {
+  Classifier net;
+  PhasedTrainer trainer(net);
+  trainer.on_phase([net](bool training) mutable { net->train(training); });
+  trainer.validate(torch::randn({4, 8}));
+}
+
+// A step chosen once through a pointer to a member function: fit() runs one
+// of the two, and neither changes the mode, so the evaluation after it still
+// runs in training mode.
+class StepPicker {
+public:
+  using Step = void (StepPicker::*)(const torch::Tensor &);
+  StepPicker(Classifier net, bool twice)
+      : net_(std::move(net)), step_(twice ? &StepPicker::twice : &StepPicker::once) {}
+  void fit(const torch::Tensor &x) {
+    for (int i = 0; i < 3; ++i)
+      (this->*step_)(x);
+  }
+
+private:
+  void once(const torch::Tensor &x) { net_->forward(x).sum().backward(); }
+  void twice(const torch::Tensor &x) { net_->forward(x * 2).sum().backward(); }
+  Classifier net_;
+  Step step_;
+};
+
+void evaluated_after_member_pointer_steps() {
+  Classifier net;
+  StepPicker picker(net, true);
+  picker.fit(torch::randn({4, 8}));
+  torch::NoGradGuard no_grad;
+  auto y = net->forward(torch::randn({4, 8}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: module 'net' is evaluated in training mode
+  (void)y;
+}

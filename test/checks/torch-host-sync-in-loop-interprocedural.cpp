@@ -650,3 +650,89 @@ void run_epoch_with_criterion(torch::Device device) {
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
   epoch_with_criterion(net, criterion, opt, device, 10);
 }
+
+// --- Member functions as callables --------------------------------------------
+// std::bind(&C::m, this, _1) in a std::function member, a local bind, and a
+// pointer to a member function picked in the constructor: the loop that calls
+// them runs the member function on every step.
+class BoundLogger {
+public:
+  explicit BoundLogger(torch::Device d) : device_(d) {
+    step_ = std::bind(&BoundLogger::log_step, this, std::placeholders::_1);
+  }
+  void fit() {
+    for (int i = 0; i < 10; ++i) {
+      auto loss = torch::ones({4}, device_).sum();
+      loss.backward();
+      step_(loss);
+    }
+  }
+
+private:
+  void log_step(const torch::Tensor &loss) { std::printf("%f\n", loss.item<double>()); }
+  // CHECK-MESSAGES: :[[@LINE-1]]:71: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step
+  torch::Device device_;
+  std::function<void(const torch::Tensor &)> step_;
+};
+
+struct LocalBind {
+  torch::Device device_{torch::kCUDA};
+  void report(const torch::Tensor &loss) { std::printf("%f\n", loss.item<double>()); }
+  // CHECK-MESSAGES: :[[@LINE-1]]:69: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step
+  void fit() {
+    auto report_fn = std::bind(&LocalBind::report, this, std::placeholders::_1);
+    for (int i = 0; i < 10; ++i) {
+      auto loss = torch::ones({4}, device_).sum();
+      loss.backward();
+      report_fn(loss);
+    }
+  }
+};
+
+class PickedStep {
+public:
+  using Step = void (PickedStep::*)(const torch::Tensor &);
+  PickedStep(torch::Device d, bool verbose)
+      : device_(d), step_(verbose ? &PickedStep::verbose : &PickedStep::quiet) {}
+  void fit() {
+    for (int i = 0; i < 10; ++i)
+      (this->*step_)(torch::ones({4}, device_));
+  }
+
+private:
+  void verbose(const torch::Tensor &x) {
+    auto loss = x.sum();
+    loss.backward();
+    std::printf("%f\n", loss.item<double>());
+    // CHECK-MESSAGES: :[[@LINE-1]]:30: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step
+  }
+  void quiet(const torch::Tensor &x) { x.sum().backward(); }
+  torch::Device device_;
+  Step step_;
+};
+
+// A bind that reorders or fixes arguments is not followed: unknown stays
+// unknown.
+struct FixedArgument {
+  torch::Device device_{torch::kCUDA};
+  void report(const torch::Tensor &loss, int every) { std::printf("%f %d\n", loss.item<double>(), every); }
+  void fit() {
+    auto report_fn = std::bind(&FixedArgument::report, this, std::placeholders::_1, 10);
+    for (int i = 0; i < 10; ++i) {
+      auto loss = torch::ones({4}, device_).sum();
+      loss.backward();
+      report_fn(loss);
+    }
+  }
+};
+
+void run_member_callables() {
+  BoundLogger a(torch::kCUDA);
+  a.fit();
+  LocalBind b;
+  b.fit();
+  PickedStep c(torch::kCUDA, true);
+  c.fit();
+  FixedArgument d;
+  d.fit();
+}

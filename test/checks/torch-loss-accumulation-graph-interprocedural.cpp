@@ -437,3 +437,33 @@ void train_two_writers(Net &net, torch::optim::SGD &opt) {
   log_value(stats.policy_sum);
   log_value(stats.value_sum);
 }
+
+// --- std::tie into variables declared earlier ---------------------------------
+// `std::tie(ms, loss) = timed_step(...)`: each variable takes its element of
+// the returned tuple, the loss with its graph.
+std::tuple<double, torch::Tensor> timed_step(Net &net, const torch::Tensor &x) {
+  auto loss = net->forward(x).sum();
+  loss.backward();
+  return {1.0, loss};
+}
+
+void tied_results(Net &net, const std::vector<torch::Tensor> &batches) {
+  torch::Tensor epoch_loss = torch::zeros({});
+  torch::Tensor loss;
+  double ms = 0;
+  for (const auto &x : batches) {
+    std::tie(ms, loss) = timed_step(net, x);
+    epoch_loss += loss;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' (from 'timed_step()' at {{.*}}) is still attached to its autograd graph and is accumulated into 'epoch_loss', declared outside the loop
+  }
+}
+
+void tied_detached(Net &net, const std::vector<torch::Tensor> &batches) {
+  torch::Tensor epoch_loss = torch::zeros({});
+  torch::Tensor loss;
+  double ms = 0;
+  for (const auto &x : batches) {
+    std::tie(ms, loss) = timed_step(net, x);
+    epoch_loss += loss.detach();
+  }
+}
