@@ -187,6 +187,16 @@ bool FlowModel::assignTied(const CXXOperatorCallExpr &Op, State &St) const {
 
 void FlowModel::transfer(const Stmt &S, State &St) const {
   trackRecoveries(S, St);
+  // A call that leaves out a device parameter whose default is CUDA
+  // (`torch::Device device = torch::kCUDA`) selects CUDA where it runs.
+  if (const auto *Default = dyn_cast<CXXDefaultArgExpr>(&S)) {
+    const Expr *Literal = stripToDeviceLiteral(Default->getExpr());
+    QualType Type = Default->getParam()->getType();
+    if (Literal && (isDeviceType(Type) || isDeviceTypeEnum(Type)) &&
+        classifyDeviceLiteral(*Literal) == DeviceLiteralKind::CUDA)
+      recordCudaSelection(*Literal, St);
+    return;
+  }
   if (const auto *E = dyn_cast<Expr>(&S);
       E && (isa<DeclRefExpr, StringLiteral>(E))) {
     DeviceLiteralKind Kind = classifyDeviceLiteral(*E);

@@ -69,3 +69,19 @@ Resumed resume_where_available(const std::string &path) {
               torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
   return model;
 }
+
+// --- A device parameter whose default is CUDA -----------------------------------
+// A call that leaves the device out selects CUDA where it runs: unguarded in
+// one caller, checked in the other.
+torch::Tensor reconstruct(const torch::Tensor &slices, torch::Device device = torch::kCUDA);
+// CHECK-MESSAGES: :[[@LINE-1]]:79: warning: CUDA device selected without checking{{.*}}[torch-cuda-unguarded]
+torch::Tensor reconstruct(const torch::Tensor &slices, torch::Device device) {
+  return slices.to(device);
+}
+torch::Tensor scale(const torch::Tensor &x, torch::Device device = torch::kCUDA) { return x.to(device); }
+
+void defaults_unguarded() { reconstruct(torch::ones({2})); }
+void defaults_guarded() {
+  if (torch::cuda::is_available())
+    scale(torch::ones({2}));
+}
