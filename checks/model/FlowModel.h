@@ -411,6 +411,8 @@ private:
   void applySummary(const ResolvedCall &Call, const FunctionSummary &Summary,
                     const Location &Result, State &St) const;
   void forgetOpaqueEffects(const ResolvedCall &Call, State &St) const;
+  /// Every module's mode may have changed (PathFacts::ModesClobbered).
+  void forgetModes(State &St) const;
   /// Whether the object \p E builds at \p Object keeps the module of its
   /// argument \p Argument only in members bound to it, if at all.
   bool keepsModulesOnlyBound(const CXXConstructExpr &E,
