@@ -491,8 +491,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   // (A callable the callers hand in, or the one a member holds, is what
   // they know; the elements of a member container of callables, a registry
   // filled from anywhere, no one does.)
-  if (const Expr *Holder = callableHolder(Call);
-      Holder && isCallableType(Holder->getType())) {
+  if (const Expr *Holder = callableHolder(Call)) {
     Location L = locationOf(Holder->IgnoreParenImpCasts());
     if (const VarDecl *Element = rangeElementNamed(*Holder))
       if (const Expr *Range = rangeOfElement(*Element))

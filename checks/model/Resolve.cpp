@@ -139,9 +139,10 @@ const Expr *callableHolder(const CallExpr &Call) {
     return Call.getCallee();
   const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
   const auto *Method = dyn_cast<CXXMethodDecl>(FD);
+  // A module holder's `operator()` is a module call, not a callable's.
   if (Op && Op->getOperator() == OO_Call && Method &&
       !Method->getParent()->isLambda() && isLibraryFunction(*Method) &&
-      Call.getNumArgs() > 0)
+      Call.getNumArgs() > 0 && isCallableType(Call.getArg(0)->getType()))
     return Call.getArg(0);
   return nullptr;
 }
