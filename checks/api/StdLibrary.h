@@ -72,6 +72,12 @@ unsigned placeholderIndex(const Expr &E);
 /// it: a container insert, std::function's constructor and assignment.
 bool storesCallableArgument(const FunctionDecl &FD);
 
+/// For a start of a thread (a `std::thread` or `std::jthread` constructor,
+/// `std::async`): the index of the argument that names the function the
+/// thread runs, the arguments after it being its arguments; -1 for anything
+/// else.
+int threadEntryArgument(const Expr &Start);
+
 /// `os << x` into a `std::basic_ostream` (std::cout, a file, a string
 /// stream).
 bool isOstreamInsertion(const CXXOperatorCallExpr &Op);

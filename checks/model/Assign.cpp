@@ -102,6 +102,21 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
 /// Whether \p Target names one element of a container, picked by index or
 /// key (`v[i]`, `m.at(k)`, `v.back()`): one of the elements that the
 /// container's element location stands for.
+/// A value of \p T has no facts to keep: a number, a string, a struct of
+/// them (a variant's `DrySkip{wet}` alternative is no tensor).
+static bool holdsNoFacts(QualType T, unsigned Depth = 0) {
+  T = T.getNonReferenceType().getCanonicalType();
+  if (T->isArithmeticType() || T->isEnumeralType() || isStringType(T))
+    return true;
+  const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+  if (!RD || !RD->hasDefinition() || Depth > 2 || isTorchValueType(T) ||
+      containerRecord(T) || isCallableType(T) || RD->getNumBases() > 0)
+    return false;
+  return llvm::all_of(RD->fields(), [&](const FieldDecl *Field) {
+    return holdsNoFacts(Field->getType(), Depth + 1);
+  });
+}
+
 static bool namesOneElement(const Expr &Target) {
   const auto *Call = dyn_cast<CallExpr>(Target.IgnoreParenImpCasts());
   const auto *Method =
@@ -292,7 +307,8 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
         ValueFacts Nothing;
         Nothing.Empty = true;
         if (isa<CXXNullPtrLiteralExpr>(Value) ||
-            Value->getType().getAsString().find("nullopt") != std::string::npos)
+            Value->getType().getAsString().find("nullopt") != std::string::npos ||
+            holdsNoFacts(Value->getType()))
           St.set(Elements, Nothing);
         else
           assign(Elements, Value->getType(), Value, Loc, St);
@@ -372,6 +388,9 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       const FieldDecl *Second = mappedField(Type);
       ValueFacts Joined;
       Joined.Empty = true;
+      Location Target =
+          Second ? Elements.child(Selector::field(Second)) : Elements;
+      St.forgetTree(L);
       for (const Expr *E : List->inits()) {
         const Expr *Value = E;
         if (Second) {
@@ -385,10 +404,13 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
           else
             Value = nullptr;
         }
+        if (Value)
+          joinElementParts(Target, *Value, Loc, Joined.Empty, St);
+        else
+          St.forgetTree(Target);
         Joined = joinFacts(Joined, Value ? evaluate(Value, St) : ValueFacts());
       }
-      St.forgetTree(L);
-      St.set(Second ? Elements.child(Selector::field(Second)) : Elements, Joined);
+      St.set(Target, Joined);
       return;
     }
     // `auto parts = x.chunk(4)`: tensors computed where the operands are.

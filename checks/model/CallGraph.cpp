@@ -21,6 +21,48 @@ namespace clang::tidy::torch {
 
 namespace {
 
+/// The arguments of a call or construction.
+llvm::ArrayRef<const Expr *> argumentsOf(const Expr &E) {
+  if (const auto *Construct = dyn_cast<CXXConstructExpr>(&E))
+    return llvm::ArrayRef(Construct->getArgs(), Construct->getNumArgs());
+  const auto *Call = cast<CallExpr>(&E);
+  return llvm::ArrayRef(Call->getArgs(), Call->getNumArgs());
+}
+
+/// The expression that names the function a thread start runs (`f`, `&f`,
+/// `&C::m`): the reference that is no escape of its address.
+const DeclRefExpr *threadEntryReference(const Expr &Start) {
+  int Index = threadEntryArgument(Start);
+  if (Index < 0)
+    return nullptr;
+  const Expr *E = stripConversions(argumentsOf(Start)[Index])->IgnoreImplicit();
+  if (const auto *AddressOf = dyn_cast<UnaryOperator>(E);
+      AddressOf && AddressOf->getOpcode() == UO_AddrOf)
+    E = AddressOf->getSubExpr()->IgnoreParenImpCasts();
+  const auto *Ref = dyn_cast<DeclRefExpr>(E);
+  return Ref && isa<FunctionDecl>(Ref->getDecl()) ? Ref : nullptr;
+}
+
+/// The function a thread start runs, when its argument names one: a
+/// function, a member function, a lambda, a local variable initialised
+/// with a lambda.
+const FunctionDecl *threadEntryFunction(const Expr &Start) {
+  if (const DeclRefExpr *Ref = threadEntryReference(Start))
+    return cast<FunctionDecl>(Ref->getDecl());
+  int Index = threadEntryArgument(Start);
+  if (Index < 0)
+    return nullptr;
+  const Expr *E = stripConversions(argumentsOf(Start)[Index])->IgnoreImplicit();
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E->IgnoreParenImpCasts()))
+    if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+        Var && Var->hasLocalStorage() && !isa<ParmVarDecl>(Var) &&
+        Var->getInit())
+      E = stripConversions(Var->getInit())->IgnoreImplicit();
+  if (const auto *Lambda = dyn_cast<LambdaExpr>(E))
+    return Lambda->getCallOperator();
+  return nullptr;
+}
+
 /// References to functions other than as the callee of a call, in the user
 /// code (template patterns left out: their instantiations are walked).
 class ReferenceCounter : public RecursiveASTVisitor<ReferenceCounter> {
@@ -46,8 +88,15 @@ public:
   bool TraverseCXXOperatorCallExpr(CXXOperatorCallExpr *Call) {
     return traverseCall(Call);
   }
+  bool TraverseCXXConstructExpr(CXXConstructExpr *Construct) {
+    if (const DeclRefExpr *Entry = threadEntryReference(*Construct))
+      ThreadEntries.insert(Entry);
+    return RecursiveASTVisitor::TraverseCXXConstructExpr(Construct);
+  }
   bool VisitDeclRefExpr(DeclRefExpr *Ref) {
-    count(Ref->getDecl());
+    // The function a thread runs: its calls are the thread's start.
+    if (!ThreadEntries.contains(Ref))
+      count(Ref->getDecl());
     return true;
   }
   bool VisitMemberExpr(MemberExpr *ME) {
@@ -58,6 +107,8 @@ public:
 private:
   /// The callee of a call is no escape; its arguments may be.
   bool traverseCall(CallExpr *Call) {
+    if (const DeclRefExpr *Entry = threadEntryReference(*Call))
+      ThreadEntries.insert(Entry);
     for (Stmt *Arg : Call->arguments())
       if (!TraverseStmt(Arg))
         return false;
@@ -75,6 +126,7 @@ private:
       ++Out[FD->getCanonicalDecl()];
   }
   llvm::DenseMap<const FunctionDecl *, unsigned> &Out;
+  llvm::DenseSet<const DeclRefExpr *> ThreadEntries;
 };
 
 /// Every call and construction in the user code, with the function that
@@ -148,6 +200,8 @@ public:
       return true;
     }
     add(FD, Call);
+    if (addThreadStart(*Call))
+      return true;
     if (isLibraryFunction(*FD) && !storesCallableArgument(*FD))
       for (const Expr *Arg : Call->arguments())
         if (const auto *Lambda =
@@ -172,6 +226,7 @@ public:
   bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
     const CXXConstructorDecl *Ctor = Construct->getConstructor();
     add(Ctor, Construct);
+    addThreadStart(*Construct);
     // A TORCH_MODULE holder built from arguments builds its module.
     if (isModuleHandleType(Construct->getType()) &&
         !Ctor->isCopyOrMoveConstructor() && Construct->getNumArgs() > 0 &&
@@ -189,6 +244,16 @@ public:
   }
 
 private:
+  /// A thread started here runs its function: a call site of its own kind.
+  bool addThreadStart(const Expr &Start) {
+    const FunctionDecl *Entry = Caller ? threadEntryFunction(Start) : nullptr;
+    if (!Entry)
+      return false;
+    CallSite Site{&Start, Caller};
+    Site.ThreadStart = true;
+    Out[Entry->getCanonicalDecl()].push_back(Site);
+    return true;
+  }
   void add(const FunctionDecl *Callee, const Expr *Call) {
     if (!Callee || !Caller)
       return;

@@ -240,6 +240,13 @@ void FlowModel::recordBackpropagation(const CallExpr &Call,
 
 void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   const FunctionSummary *Summary = summaryAt(Call, St);
+  // `std::make_unique<T>(args)` runs T's constructor, which does to the
+  // arguments what its summary says (on the object: where an owner takes
+  // it, constructOwned), as `new T(args)` does.
+  if (!Summary && isOwnerFactory(Call.getDirectCallee()))
+    if (const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(
+            resolve(Call, St).Callee))
+      Summary = Program.summary(*Ctor);
   // A virtual call of uncertain target: what training does on the path is
   // what one of the overrides that may run does.
   ProgramModel::Dispatched Dispatched;

@@ -50,6 +50,10 @@ static bool canShareModule(QualType T) {
   return !Pointee.isNull() && isModuleHandleType(Pointee);
 }
 
+static bool memberMayKeepModule(const FieldDecl &Field,
+                                const FunctionSummary &Summary,
+                                const ParmVarDecl &Param, bool Defaulted);
+
 /// Whether the object that \p Ctor builds may keep the module that \p Param
 /// hands it: it has a member that can share a module, and the summary does
 /// not prove that every such member ends on facts of its own (a clone moved
@@ -65,6 +69,20 @@ static bool mayKeepModule(const CXXConstructorDecl &Ctor,
       if (!isModuleHandleType(Base.getType()))
         return true; // members of a base this does not look into
   }
+  for (const FieldDecl *Field : Class->fields())
+    if (canShareModule(Field->getType()) &&
+        memberMayKeepModule(*Field, Summary, Param, /*Defaulted=*/false))
+      return true;
+  return false;
+}
+
+/// Whether \p Field may hold the module \p Param hands the constructor
+/// whose summary is \p Summary when it returns: it ends on facts that are
+/// unknown or the parameter's. \p Defaulted: a member the constructor does
+/// not write is default-constructed (null), else unknown.
+static bool memberMayKeepModule(const FieldDecl &Field,
+                                const FunctionSummary &Summary,
+                                const ParmVarDecl &Param, bool Defaulted) {
   auto Mentions = [&](const ValueFacts &V) {
     for (const ValueDecl *D : {V.Device.Entry, V.Device.AlsoEntry, V.Pin.Entry,
                                V.Graph.Entry, V.Mode.Entry})
@@ -72,24 +90,21 @@ static bool mayKeepModule(const CXXConstructorDecl &Ctor,
         return true;
     return false;
   };
-  for (const FieldDecl *Field : Class->fields()) {
-    if (!canShareModule(Field->getType()))
-      continue;
-    Location Member = Location::member(Field);
-    const SummaryEffect *Effect = nullptr;
-    for (const SummaryEffect &E : Summary.Effects)
-      if (E.Where == Member)
-        Effect = &E;
-    if (!Effect || Effect->Exit.withoutEntries().isUnknown() ||
-        Mentions(Effect->Exit) ||
-        llvm::is_contained(Summary.Clobbers, Member))
-      return true;
-  }
-  return false;
+  Location Member = Location::member(&Field);
+  if (llvm::is_contained(Summary.Clobbers, Member))
+    return true;
+  const SummaryEffect *Effect = nullptr;
+  for (const SummaryEffect &E : Summary.Effects)
+    if (E.Where == Member)
+      Effect = &E;
+  if (!Effect)
+    return !Defaulted;
+  return Effect->Exit.withoutEntries().isUnknown() || Mentions(Effect->Exit);
 }
 
 bool FlowModel::keepsModulesOnlyBound(const CXXConstructExpr &E,
                                       const CXXConstructorDecl &Ctor,
+                                      const FunctionSummary &Summary,
                                       const Location &Object,
                                       unsigned Argument) const {
   const auto *Var = Object.Kind == Location::Local && !Object.Depth
@@ -103,9 +118,16 @@ bool FlowModel::keepsModulesOnlyBound(const CXXConstructExpr &E,
     if (!canShareModule(Field->getType()))
       continue;
     std::optional<unsigned> Index = Program.boundParameter(Ctor, *Field);
-    if (!Index)
+    // A member bound to nothing that no method reseats holds, for life,
+    // what the constructor gave it: not the caller's module unless it was
+    // given that (`probe_{nullptr}`, `ema_(Net())` hold their own).
+    if (!Index && (!Program.isBindingMember(*Field) ||
+                   Argument >= Ctor.getNumParams() ||
+                   memberMayKeepModule(*Field, Summary,
+                                       *Ctor.getParamDecl(Argument),
+                                       /*Defaulted=*/true)))
       return false; // a member that may keep a module out of sight
-    Binds |= *Index == Argument;
+    Binds |= Index && *Index == Argument;
   }
   return Binds;
 }
@@ -138,7 +160,7 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
         continue;
       // Kept only in members bound to it: the object's methods act on the
       // caller's handle through them.
-      if (Ctor && keepsModulesOnlyBound(E, *Ctor, Object, I))
+      if (Ctor && keepsModulesOnlyBound(E, *Ctor, *Summary, Object, I))
         continue;
       if (Location Handle = locationOf(stripConversions(Arg)))
         St.forgetTree(Handle);

@@ -13,6 +13,7 @@
 
 #include "FlowAnalysis.h"
 #include "ProgramModel.h"
+#include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "support/UserCodeParents.h"
 
@@ -109,6 +110,46 @@ static llvm::SmallVector<CallSite, 4> callsThatMayRun(const FunctionDecl &F,
   for (const FunctionDecl *Target : Targets)
     llvm::append_range(Out, Program.callSitesOf(*Target));
   return Out;
+}
+
+/// A thread's start as a call of \p F, the function it runs: the arguments
+/// after the function's (the object first, for a member function), each
+/// taken out of `std::ref`.
+static ResolvedCall threadStartCall(const Expr &Start, const FunctionDecl &F,
+                                    const FlowModel &M) {
+  ResolvedCall Call;
+  Call.Call = &Start;
+  Call.Callee = &F;
+  llvm::ArrayRef<const Expr *> Args =
+      isa<CXXConstructExpr>(Start)
+          ? llvm::ArrayRef(cast<CXXConstructExpr>(Start).getArgs(),
+                           cast<CXXConstructExpr>(Start).getNumArgs())
+          : llvm::ArrayRef(cast<CallExpr>(Start).getArgs(),
+                           cast<CallExpr>(Start).getNumArgs());
+  Args = Args.drop_front(threadEntryArgument(Start) + 1);
+  auto Unwrapped = [](const Expr *E) {
+    const Expr *S = stripConversions(E)->IgnoreImplicit();
+    if (const auto *Ref = dyn_cast<CallExpr>(S))
+      if (const FunctionDecl *FD = Ref->getDirectCallee();
+          FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+          (FD->getName() == "ref" || FD->getName() == "cref") &&
+          Ref->getNumArgs() == 1)
+        return Ref->getArg(0);
+    return E;
+  };
+  const auto *Method = dyn_cast<CXXMethodDecl>(&F);
+  if (Method && Method->isInstance() && !Method->getParent()->isLambda() &&
+      !Args.empty()) {
+    const Expr *Object = Unwrapped(Args.front());
+    Args = Args.drop_front();
+    Call.ObjectExpr = Object;
+    Call.Object = Object->getType()->isPointerType()
+                      ? M.pointeeLocation(Object)
+                      : M.locationOf(Object);
+  }
+  for (const Expr *Arg : Args)
+    Call.Arguments.push_back(Unwrapped(Arg));
+  return Call;
 }
 
 EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
@@ -240,6 +281,8 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       Call.Call = Site.Call;
       Call.Callee = &F;
       Call.Object = Location::local(Site.Destroyed);
+    } else if (Site.ThreadStart) {
+      Call = threadStartCall(*Site.Call, F, M);
     } else {
       Call = M.resolve(*Site.Call, *Before);
     }
@@ -272,6 +315,15 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     Here.path().AutocastHalf = Before->path().AutocastHalf;
     Here.path().CudaAutocastHalf = Before->path().CudaAutocastHalf;
     Here.path().CudaDtypeAsEntry = false;
+    // A new thread starts with its own modes: autograd on, autocast off.
+    if (Site.ThreadStart) {
+      Here.path().Grad = GradMode::Enabled;
+      Here.path().Autocast = AutocastState::Off;
+      Here.path().AutocastStart = {};
+      Here.path().AutocastHalf = false;
+      Here.path().AutocastIf.clear();
+      Here.path().CudaAutocastHalf = programStart().CudaAutocastHalf;
+    }
     // A lambda defined and called inside a guarded scope: its creation
     // point's guard holds too (it is a must-fact).
     for (const ValueDecl *D : entryValues(F, Call.ObjectExpr)) {
@@ -342,8 +394,11 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
     }
     // Where the callee runs: in this call's loop, or wherever its caller
     // runs when the call runs on every call of the caller.
-    LoopContext Loop = A->loopContext(*Site.Call);
-    inheritLoopContext(Loop, CallerContext.Loop);
+    // A thread runs beside its starter's loops, not in them.
+    LoopContext Loop =
+        Site.ThreadStart ? LoopContext() : A->loopContext(*Site.Call);
+    if (!Site.ThreadStart)
+      inheritLoopContext(Loop, CallerContext.Loop);
     C.Complete &= CallerContext.Complete;
     if (Loop.TrainingLoop.isValid() && C.Loop.TrainingLoop.isInvalid()) {
       C.Loop.TrainingLoop = Loop.TrainingLoop;
@@ -367,7 +422,10 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   C.CountAtLeast = MaxCount;
   C.CountProof = MaxProof;
   C.NoCallJudges = llvm::all_of(
-      Sites, [](const CallSite &Site) { return Site.Destroyed != nullptr; });
+      Sites, [](const CallSite &Site) {
+        // A destructor's run and a thread's start judge nothing of it.
+        return Site.Destroyed != nullptr || Site.ThreadStart;
+      });
   if (Joined && Escapes) {
     // Callers no one sees may hand anything: of what the seen calls agree
     // on, only the autograd mode stands (a training loop calling a hook

@@ -303,6 +303,17 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
     case OO_Minus:
     case OO_Star:
     case OO_Slash:
+    case OO_Less:
+    case OO_Greater:
+    case OO_LessEqual:
+    case OO_GreaterEqual:
+    case OO_EqualEqual:
+    case OO_ExclaimEqual:
+    case OO_Amp:
+    case OO_Pipe:
+    case OO_Caret:
+    case OO_Tilde:
+    case OO_Exclaim:
       if (Op->getNumArgs() == 2 && isTensorType(Op->getType()))
         return evaluateOperator(*E, {Op->getArg(0), Op->getArg(1)}, S);
       if (Op->getNumArgs() == 1 && isTensorType(Op->getType()))

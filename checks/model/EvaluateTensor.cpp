@@ -85,6 +85,15 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
                   ? Tri::Yes
                   : Tri::Unknown,
               S);
+  // Comparisons and bitwise operators make bool or integer tensors, which
+  // carry no graph (as `.gt()` and `.logical_and()` do not).
+  if (Call && (Call->isComparisonOp() ||
+               llvm::is_contained({OO_Amp, OO_Pipe, OO_Caret, OO_Tilde,
+                                   OO_Exclaim},
+                                  Call->getOperator()))) {
+    F.Graph = {GraphState::NoGraph, E.getExprLoc()};
+    F.GraphSources.clear();
+  }
   return F;
 }
 

@@ -28,6 +28,55 @@ void mapStatements(const Stmt *S, const CFGBlock *Block,
   for (const Stmt *Child : S->children())
     mapStatements(Child, Block, Out);
 }
+
+/// Whether the loop \p S runs its body at least once whenever it is
+/// reached, by its form alone: a range-for over a fixed-size non-empty range
+/// (`std::array<T, 2>`, a built-in array, a braced list) or a counting loop
+/// from a constant to a constant past it (`for (int h = 0; h < 2; ++h)`).
+bool runsAtLeastOnce(const Stmt *S, const ASTContext &Ctx) {
+  if (const auto *RangeFor = dyn_cast_or_null<CXXForRangeStmt>(S)) {
+    const Expr *Range = RangeFor->getRangeInit()->IgnoreImplicit();
+    if (const auto *List = dyn_cast<CXXStdInitializerListExpr>(Range))
+      if (const auto *Init = dyn_cast<InitListExpr>(
+              List->getSubExpr()->IgnoreImplicit()))
+        return Init->getNumInits() > 0;
+    QualType T = Range->getType().getNonReferenceType().getCanonicalType();
+    if (const auto *Array = Ctx.getAsConstantArrayType(T))
+      return Array->getSize().getZExtValue() > 0;
+    const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+        T->getAsCXXRecordDecl());
+    if (Spec && isStdClass(Spec, "array") &&
+        Spec->getTemplateArgs().size() == 2 &&
+        Spec->getTemplateArgs()[1].getKind() == TemplateArgument::Integral)
+      return Spec->getTemplateArgs()[1].getAsIntegral().getZExtValue() > 0;
+    return false;
+  }
+  const auto *For = dyn_cast_or_null<ForStmt>(S);
+  const auto *Init = For ? dyn_cast_or_null<DeclStmt>(For->getInit()) : nullptr;
+  const auto *Var = Init && Init->isSingleDecl()
+                        ? dyn_cast<VarDecl>(Init->getSingleDecl())
+                        : nullptr;
+  const auto *Cond =
+      For ? dyn_cast_or_null<BinaryOperator>(For->getCond()) : nullptr;
+  if (!Var || !Var->getInit() || !Cond || !Cond->isComparisonOp())
+    return false;
+  const auto *Counter =
+      dyn_cast<DeclRefExpr>(Cond->getLHS()->IgnoreParenImpCasts());
+  Expr::EvalResult First, Bound;
+  if (!Counter || Counter->getDecl() != Var ||
+      !Var->getInit()->EvaluateAsInt(First, Ctx) ||
+      !Cond->getRHS()->EvaluateAsInt(Bound, Ctx))
+    return false;
+  const llvm::APSInt &A = First.Val.getInt(), &B = Bound.Val.getInt();
+  switch (Cond->getOpcode()) {
+  case BO_LT: return llvm::APSInt::compareValues(A, B) < 0;
+  case BO_LE: return llvm::APSInt::compareValues(A, B) <= 0;
+  case BO_GT: return llvm::APSInt::compareValues(A, B) > 0;
+  case BO_GE: return llvm::APSInt::compareValues(A, B) >= 0;
+  case BO_NE: return llvm::APSInt::compareValues(A, B) != 0;
+  default: return false;
+  }
+}
 } // namespace
 
 const CFGBlock *FlowAnalysis::blockOf(const Stmt &S) const {
@@ -253,7 +302,7 @@ LoopContext FlowAnalysis::loopContext(const Stmt &S) const {
     const auto *RangeFor = dyn_cast_or_null<CXXForRangeStmt>(L->Statement);
     bool OverCallables =
         RangeFor && isCallableType(RangeFor->getLoopVariable()->getType());
-    if (!OverCallables && Depth++ >= Program.options().MaxLoopDepth)
+    if (!OverCallables && Depth >= Program.options().MaxLoopDepth)
       break;
     // On every iteration, or on every one that trains (an iteration that
     // `continue`s before its step, in a warm-up, is no training step).
@@ -275,6 +324,10 @@ LoopContext FlowAnalysis::loopContext(const Stmt &S) const {
       break;
     }
     Inner = L->Header;
+    // A loop sure to run its body runs it on each iteration of the next one
+    // out: what it repeats, that loop repeats too (not a level of depth).
+    if (!OverCallables && !runsAtLeastOnce(L->Statement, Program.context()))
+      ++Depth;
   }
   C.EveryCall = Around.empty() && runsOnEveryCall(S);
   return C;

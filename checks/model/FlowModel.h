@@ -108,6 +108,10 @@ public:
   /// The element an iterator variable (`it`, or std::array's pointer)
   /// stands at: the elements of the container it walks.
   Location iteratedElement(const Expr *Iterator) const;
+  /// The elements a library algorithm (`std::for_each`, `std::transform`)
+  /// hands \p P, a parameter of a lambda that \p Call passes it: those of
+  /// the one range among its arguments whose elements have P's type.
+  Location algorithmElement(const ParmVarDecl &P, const Expr &Call) const;
   /// The object a pointer expression points to (`&x`, `this`, a pointer
   /// parameter or local that the function never reseats), as locationOf
   /// names it; a pointer parameter names its pointee like a reference.
@@ -417,6 +421,7 @@ private:
   /// argument \p Argument only in members bound to it, if at all.
   bool keepsModulesOnlyBound(const CXXConstructExpr &E,
                              const CXXConstructorDecl &Ctor,
+                             const FunctionSummary &Summary,
                              const Location &Object, unsigned Argument) const;
   /// A local object of this function that only its own code can reach: no
   /// lambda captured it by reference and no pointer or reference holds it.
@@ -427,6 +432,10 @@ private:
   void recordCudaSelection(const Expr &Use, State &St) const;
   void appendToContainer(const Location &Elements, const Expr *Value,
                          const Stmt &At, State &St) const;
+  /// The parts (fields, tuple elements) of \p Value join those of the
+  /// elements at \p Elements; \p WasEmpty: there were none before.
+  void joinElementParts(const Location &Elements, const Expr &Value,
+                        SourceLocation Loc, bool WasEmpty, State &St) const;
   bool isTracked(const ValueDecl *D) const;
   template <typename T>
   Sourced<T> throughCall(const Sourced<T> &InCallee,

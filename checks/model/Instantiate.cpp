@@ -53,6 +53,10 @@ Location FlowModel::callerLocation(const Location &InCallee,
                                    const ResolvedCall &Call) const {
   switch (InCallee.Kind) {
   case Location::Local: {
+    // A lambda's parameter, when a library algorithm runs it over a range.
+    if (const auto *P = dyn_cast<ParmVarDecl>(InCallee.Root); P && Call.Call)
+      if (Location Element = algorithmElement(*P, *Call.Call))
+        return throughBindings(InCallee.rebased(Element));
     if (const auto *P = dyn_cast<ParmVarDecl>(InCallee.Root);
         P && (!Call.Callee || isParameterOf(*P, *Call.Callee))) {
       const Expr *Arg = argumentFor(Call, *P);
@@ -111,8 +115,10 @@ ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
   // that a lambda captured is the caller's variable, like a captured local.
   if (const auto *P = dyn_cast<ParmVarDecl>(&Entry);
       P && (!Call.Callee || isParameterOf(*P, *Call.Callee))) {
-    const Expr *Arg = argumentFor(Call, *P);
-    return Arg ? evaluate(Arg, S) : ValueFacts();
+    if (const Expr *Arg = argumentFor(Call, *P))
+      return evaluate(Arg, S);
+    if (!Call.Call || !algorithmElement(*P, *Call.Call))
+      return ValueFacts();
   }
   Location L = callerLocation(entryLocation(Entry), Call);
   if (!L)

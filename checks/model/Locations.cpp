@@ -12,6 +12,7 @@
 #include "ClassState.h"
 #include "ProgramModel.h"
 #include "api/StdLibrary.h"
+#include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
 #include "support/UserCodeParents.h"
 #include "clang/AST/DeclCXX.h"
@@ -58,6 +59,59 @@ Location FlowModel::iteratedElement(const Expr *Iterator) const {
   const Expr *Container = iteratedContainer(*It->getInit());
   Location C = Container ? locationOf(Container) : Location();
   return C ? elementsOf(C, Container->getType()) : Location();
+}
+
+/// The type of the elements \p Container holds (its `value_type`).
+static QualType elementType(QualType Container, ASTContext &Ctx) {
+  Container = Container.getNonReferenceType().getCanonicalType();
+  if (const ArrayType *Array = Container->getAsArrayTypeUnsafe())
+    return Array->getElementType();
+  const CXXRecordDecl *RD = containerRecord(Container);
+  if (!RD)
+    return {};
+  for (const NamedDecl *D : RD->lookup(&Ctx.Idents.get("value_type")))
+    if (const auto *Alias = dyn_cast<TypedefNameDecl>(D))
+      return Alias->getUnderlyingType();
+  return {};
+}
+
+Location FlowModel::algorithmElement(const ParmVarDecl &P,
+                                     const Expr &Call) const {
+  const auto *Lambda = dyn_cast<CXXMethodDecl>(P.getDeclContext());
+  const auto *Algorithm = dyn_cast<CallExpr>(&Call);
+  const FunctionDecl *FD = Algorithm ? Algorithm->getDirectCallee() : nullptr;
+  if (!Lambda || !Lambda->getParent()->isLambda() || !FD ||
+      !isLibraryFunction(*FD) || storesCallableArgument(*FD) ||
+      !llvm::any_of(Algorithm->arguments(), [&](const Expr *Arg) {
+        const auto *L =
+            dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit());
+        return L && L->getCallOperator()->getCanonicalDecl() ==
+                        Lambda->getCanonicalDecl();
+      }))
+    return {};
+  auto Unqualified = [&](QualType T) {
+    return T.getNonReferenceType().getCanonicalType().getUnqualifiedType();
+  };
+  QualType Wanted = Unqualified(P.getType());
+  // The one range whose elements have the parameter's type; two different
+  // ones (std::transform of two ranges) leave it unknown.
+  Location Found;
+  for (const Expr *Arg : Algorithm->arguments()) {
+    const Expr *Container = iteratedContainer(*Arg);
+    if (!Container)
+      continue;
+    QualType Element = elementType(Container->getType(), Ctx);
+    if (Element.isNull() || Unqualified(Element) != Wanted)
+      continue;
+    Location C = locationOf(Container);
+    if (!C)
+      return {};
+    Location Elements = elementsOf(C, Container->getType());
+    if (Found && Found != Elements)
+      return {};
+    Found = Elements;
+  }
+  return Found;
 }
 
 Location FlowModel::pointeeLocation(const Expr *Pointer) const {

@@ -57,6 +57,9 @@ struct CallSite {
   /// Set for a destructor run where this local's scope ends; Call is then
   /// its initialiser, which runs in the same loops.
   const VarDecl *Destroyed = nullptr;
+  /// Call starts a thread that runs the function (`std::thread(f, args)`):
+  /// it starts with the thread's defaults, not the caller's modes.
+  bool ThreadStart = false;
 };
 
 /// What the classes of a module tell about a fresh instance.

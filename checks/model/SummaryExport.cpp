@@ -102,7 +102,7 @@ llvm::json::Object exportTranslationUnit(ProgramModel &Program) {
     std::string CalleeUSR = usrOf(*Callee);
     FactWriter InCallee(SM, Callee);
     for (const CallSite &Site : Program.callSitesOf(*Callee)) {
-      if (!Site.Caller || Site.Destroyed)
+      if (!Site.Caller || Site.Destroyed || Site.ThreadStart)
         continue;
       const auto *Method = dyn_cast<CXXMethodDecl>(Site.Caller);
       bool InLambda = Method && Method->getParent()->isLambda();

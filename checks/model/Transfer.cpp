@@ -136,28 +136,33 @@ void FlowModel::appendToContainer(const Location &Elements, const Expr *Value,
       Old = &Nothing;
       St.set(Elements.parent(), V);
     }
-  bool WasEmpty = Old && Old->Empty;
+  joinElementParts(Elements, *Value, At.getBeginLoc(), Old && Old->Empty, St);
+  St.set(Elements, joinFacts(Old ? *Old : ValueFacts(), V));
+}
+
+void FlowModel::joinElementParts(const Location &Elements, const Expr &Value,
+                                 SourceLocation Loc, bool WasEmpty,
+                                 State &St) const {
   // A struct, pair or tuple element: its parts, as a declaration sets them,
   // join the elements' parts.
-  QualType Type = Value->getType().getNonReferenceType();
-  if (!isTensorType(Type) && (isTupleLike(Type) || Type->isRecordType()) &&
-      !containerRecord(Type)) {
-    State New = St;
-    New.forgetTree(Elements);
-    assign(Elements, Type, Value, At.getBeginLoc(), New);
-    for (const Location &Part : St.tree(Elements))
-      if (Part != Elements && !New.lookup(Part))
-        St.forget(Part);
-    for (const Location &Part : New.tree(Elements)) {
-      if (Part == Elements)
-        continue;
-      const ValueFacts *OldPart = St.lookup(Part);
-      St.set(Part, WasEmpty ? New.get(Part)
-                            : joinFacts(OldPart ? *OldPart : ValueFacts(),
-                                        New.get(Part)));
-    }
+  QualType Type = Value.getType().getNonReferenceType();
+  if (isTensorType(Type) || !(isTupleLike(Type) || Type->isRecordType()) ||
+      containerRecord(Type))
+    return;
+  State New = St;
+  New.forgetTree(Elements);
+  assign(Elements, Type, &Value, Loc, New);
+  for (const Location &Part : St.tree(Elements))
+    if (Part != Elements && !New.lookup(Part))
+      St.forget(Part);
+  for (const Location &Part : New.tree(Elements)) {
+    if (Part == Elements)
+      continue;
+    const ValueFacts *OldPart = St.lookup(Part);
+    St.set(Part, WasEmpty ? New.get(Part)
+                          : joinFacts(OldPart ? *OldPart : ValueFacts(),
+                                      New.get(Part)));
   }
-  St.set(Elements, joinFacts(Old ? *Old : ValueFacts(), V));
 }
 
 bool FlowModel::assignTied(const CXXOperatorCallExpr &Op, State &St) const {

@@ -164,3 +164,41 @@ void moved_trainer() {
   other.model()->eval();
   probe_quietly(net); // `other` holds the module now: unknown here
 }
+
+// A holder copied in, beside members that hold modules of their own (null,
+// default-constructed): those cannot name the caller's module, so the
+// copied one still does. Built by std::make_unique as by a declaration.
+class Distiller {
+public:
+  Distiller(Net teacher, Net student)
+      : teacher_(std::move(teacher)), student_(std::move(student)) {}
+  void soft_targets() {
+    torch::NoGradGuard no_grad;
+    teacher_->forward(batch());
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: module 'teacher_' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+  }
+
+private:
+  Net teacher_, student_;
+  torch::nn::Linear probe_{nullptr};
+  Net shadow_;
+};
+
+void distil_local() {
+  Net teacher, student;
+  Distiller d(teacher, student);
+  d.soft_targets();
+}
+
+void distil_owned() {
+  Net teacher, student;
+  auto d = std::make_unique<Distiller>(teacher, student);
+  d->soft_targets();
+}
+
+void distil_evaluated_teacher() {
+  Net teacher, student;
+  teacher->eval();
+  auto d = std::make_unique<Distiller>(teacher, student);
+  d->soft_targets();
+}

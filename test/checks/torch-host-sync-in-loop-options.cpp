@@ -52,11 +52,11 @@ void gradient_norms(torch::optim::Optimizer &optimizer, std::vector<torch::Tenso
     auto loss = w.matmul(next_input().cuda()).sum();
     loss.backward();
     optimizer.step();
-    for (int k = 0; k < 3; ++k)
+    for (size_t k = 0; k < params.size(); ++k)
       log_value(w.sum().item<float>());
     // CHECK-MESSAGES-DEPTH: :[[@LINE-1]]:25: warning: 'w.sum().item<float>()' synchronises
-    for (int k = 0; k < 3; ++k)
-      for (int j = 0; j < 3; ++j)
+    for (size_t k = 0; k < params.size(); ++k)
+      for (size_t j = 0; j < params.size(); ++j)
         log_value(w.sum().item<float>());
   }
 }
@@ -67,7 +67,7 @@ void inner_continue_skips(torch::optim::Optimizer &optimizer) {
     auto loss = w.matmul(next_input().cuda()).sum();
     loss.backward();
     optimizer.step();
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < next_input().size(0); ++k) {
       if (k != 0)
         continue;
       log_value(w.sum().item<float>());

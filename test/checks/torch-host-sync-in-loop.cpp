@@ -1,7 +1,12 @@
 // RUN: %check_torch_tidy %s torch-host-sync-in-loop %t
 
 #include <torch/torch.h>
+#include <algorithm>
+#include <array>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 struct NetImpl : torch::nn::Module {
   NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
@@ -290,14 +295,68 @@ void lambda_in_loop(torch::optim::Optimizer &optimizer) {
   }
 }
 
-void inner_loop_with_default_depth(Net &model, torch::optim::Optimizer &optimizer) {
+void inner_loop_with_default_depth(Net &model, torch::optim::Optimizer &optimizer,
+                                   int logs) {
   model->to(torch::kCUDA);
   for (int step = 0; step < 100; ++step) {
     auto loss = model->forward(next_input().cuda()).sum();
     loss.backward();
     optimizer.step();
+    // A nested loop that may not run: not a level of the default depth.
+    for (int k = 0; k < logs; ++k)
+      log_value(loss.item<float>());
+  }
+}
+
+// A nested loop sure to run its body runs it on every step: a counting loop
+// between constants, a range-for over a std::array or a braced list.
+void inner_loops_that_always_run(Net &model, torch::optim::Optimizer &optimizer) {
+  model->to(torch::kCUDA);
+  for (int step = 0; step < 100; ++step) {
+    auto out = model->forward(next_input().cuda());
+    auto loss = out.sum();
+    loss.backward();
+    optimizer.step();
     for (int k = 0; k < 3; ++k)
       log_value(loss.item<float>());
+    // CHECK-MESSAGES: :[[@LINE-1]]:22: warning: 'loss.item<float>()' synchronises the host with the GPU on every training step
+    std::array<torch::Tensor, 2> parts{loss, out.mean()};
+    for (const torch::Tensor &part : parts)
+      log_value(part.item<float>());
+    // CHECK-MESSAGES: :[[@LINE-1]]:22: warning: 'part.item<float>()' synchronises
+    std::vector<torch::Tensor> maybe_empty{loss};
+    for (const torch::Tensor &part : maybe_empty)
+      log_value(part.item<float>());
+  }
+}
+
+// A lambda a library algorithm runs over a range gets the range's elements;
+// pairs in a braced std::array keep their parts.
+void algorithm_over_per_step_values(Net &model, torch::optim::Optimizer &optimizer) {
+  model->to(torch::kCUDA);
+  std::vector<double> history;
+  for (int step = 0; step < 100; ++step) {
+    auto out = model->forward(next_input().cuda());
+    auto loss = out.sum();
+    loss.backward();
+    optimizer.step();
+    std::vector<torch::Tensor> heads{loss, out.mean()};
+    std::for_each(heads.begin(), heads.end(), [&](const torch::Tensor &h) {
+      history.push_back(h.item<double>());
+      // CHECK-MESSAGES: :[[@LINE-1]]:27: warning: 'h.item<double>()' synchronises
+    });
+    std::array<std::pair<std::string, torch::Tensor>, 2> named{
+        {{"loss", loss}, {"mean", out.mean()}}};
+    std::for_each(named.begin(), named.end(),
+                  [&](const std::pair<std::string, torch::Tensor> &kv) {
+                    history.push_back(kv.second.item<double>());
+                    // CHECK-MESSAGES: :[[@LINE-1]]:49: warning: 'kv.second.item<double>()' synchronises
+                  });
+    std::vector<int> sizes{1, 2};
+    std::for_each(sizes.begin(), sizes.end(), [&](int) {
+      history.push_back(out.sum().item<double>());
+      // CHECK-MESSAGES: :[[@LINE-1]]:35: warning: 'out.sum().item<double>()' synchronises
+    });
   }
 }
 

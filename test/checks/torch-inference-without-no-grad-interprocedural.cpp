@@ -1,6 +1,8 @@
 // RUN: %check_torch_tidy %s torch-inference-without-no-grad %t
 
 #include <torch/torch.h>
+#include <future>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -186,4 +188,52 @@ void train_slater() {
     model->forward(torch::randn({8, 3})).mean().backward();
     opt.step();
   }
+}
+
+// --- A function a thread runs -------------------------------------------------
+// A new thread starts with autograd on, whatever its starter's mode: its
+// function's context is the thread's start, with the object and arguments
+// the start hands it.
+
+class ScoringService {
+public:
+  explicit ScoringService(Net net) : net_(std::move(net)) {}
+  void worker(int requests) {
+    for (int r = 0; r < requests; ++r) {
+      auto scores = net_->forward(torch::randn({4, 8}));
+      // CHECK-MESSAGES: :[[@LINE-1]]:21: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard
+      // CHECK-MESSAGES: :[[@LINE-3]]:5: note: this loop runs no backward() or optimizer step
+      log_accuracy(scores.mean().item<double>());
+    }
+  }
+  void guarded_worker(int requests) {
+    torch::NoGradGuard no_grad;
+    for (int r = 0; r < requests; ++r)
+      log_accuracy(net_->forward(torch::randn({4, 8})).mean().item<double>());
+  }
+
+private:
+  Net net_;
+};
+
+void serve(Net net) {
+  torch::NoGradGuard no_grad; // this thread's mode, not the workers'
+  ScoringService service(net);
+  std::thread scoring(&ScoringService::worker, &service, 100);
+  std::thread guarded(&ScoringService::guarded_worker, &service, 100);
+  scoring.join();
+  guarded.join();
+}
+
+void score_batches(Net net, int batches) {
+  for (int b = 0; b < batches; ++b)
+    log_accuracy(net->forward(torch::randn({4, 8})).mean().item<double>());
+  // CHECK-MESSAGES: :[[@LINE-1]]:18: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard
+  // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop runs no backward() or optimizer step
+}
+
+void serve_in_thread(Net net) {
+  torch::NoGradGuard no_grad;
+  auto pending = std::async(std::launch::async, score_batches, net, 10);
+  pending.wait();
 }

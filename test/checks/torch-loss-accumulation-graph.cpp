@@ -2,6 +2,7 @@
 // RUN: %check_torch_tidy %s torch-loss-accumulation-graph %t
 
 #include <torch/torch.h>
+#include <variant>
 #include <vector>
 
 struct NetImpl : torch::nn::Module {
@@ -388,5 +389,45 @@ void train_with_meter(Net &net, torch::optim::SGD &opt) {
     out.sum().backward();
     opt.step();
     meter.update(out);
+  }
+}
+
+// Comparisons and bitwise operators of tensors make bool tensors: no graph.
+void count_hits(Net &model, torch::optim::SGD &opt) {
+  auto hits = torch::zeros({}, torch::kLong);
+  for (int step = 0; step < 100; ++step) {
+    auto pred = model->forward(torch::randn({8, 4}));
+    opt.zero_grad();
+    pred.sum().backward();
+    opt.step();
+    auto wet = pred > 0.5, dry = pred <= 0.1;
+    hits += (wet & ~dry).sum();
+    hits += (pred != pred.detach()).sum();
+  }
+}
+
+// A std::variant of a tensor and a tag: the tensor alternative is what
+// std::get<Tensor> reads (the tag holds no tensor).
+struct SkipTag {
+  double fraction;
+};
+std::variant<torch::Tensor, SkipTag> step_or_skip(Net &model, torch::optim::SGD &opt,
+                                                  const torch::Tensor &x) {
+  if (x.numel() == 0)
+    return SkipTag{0.0};
+  auto loss = model->forward(x).mean();
+  opt.zero_grad();
+  loss.backward();
+  opt.step();
+  return loss;
+}
+void sum_step_losses(Net &model, torch::optim::SGD &opt) {
+  auto total = torch::zeros({});
+  for (int step = 0; step < 100; ++step) {
+    auto outcome = step_or_skip(model, opt, torch::randn({8, 4}));
+    if (std::holds_alternative<SkipTag>(outcome))
+      continue;
+    total += std::get<torch::Tensor>(outcome);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'std::get<torch::Tensor>(outcome)' (from 'step_or_skip()' {{.*}}) is still attached to its autograd graph {{.*}}[torch-loss-accumulation-graph]
   }
 }

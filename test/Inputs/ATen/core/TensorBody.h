@@ -126,6 +126,7 @@ public:
   Tensor &operator*=(const Scalar &other) const;
   Tensor operator[](int64_t index) const;
   Tensor operator-() const;
+  Tensor operator~() const;
 };
 
 Tensor operator+(const Tensor &self, const Tensor &other);
@@ -142,5 +143,10 @@ Tensor operator/(const Tensor &self, const Scalar &other);
 Tensor operator==(const Tensor &self, const Tensor &other);
 Tensor operator>(const Tensor &self, const Scalar &other);
 Tensor operator<(const Tensor &self, const Scalar &other);
+Tensor operator<=(const Tensor &self, const Scalar &other);
+Tensor operator>=(const Tensor &self, const Scalar &other);
+Tensor operator!=(const Tensor &self, const Tensor &other);
+Tensor operator&(const Tensor &self, const Tensor &other);
+Tensor operator|(const Tensor &self, const Tensor &other);
 std::ostream &operator<<(std::ostream &out, const Tensor &t);
 } // namespace at
