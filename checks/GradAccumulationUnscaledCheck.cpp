@@ -45,9 +45,10 @@ public:
     // Its own gradients of an earlier iteration are still there.
     SourceLocation Here =
         C.At ? cast<Expr>(C.At)->getExprLoc() : SourceLocation();
+    // Left unapplied by a branch on a counter: accumulation by design.
     bool Accumulates =
         Here.isValid() && !C.Path.StepsRun.empty() &&
-        llvm::any_of(C.Path.BackwardsNotStepped,
+        llvm::any_of(C.Path.BackwardsCounted,
                      [&](const auto &B) { return B.second == Here; });
     if (Accumulates)
       return LossFromCallers ? Verdict::Callers : Verdict::Violated;

@@ -24,8 +24,16 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          Scalar == O.Scalar && Callables == O.Callables &&
          CallablesKnown == O.CallablesKnown &&
          CallablesOnThis == O.CallablesOnThis &&
+         CallablesAtEntry == O.CallablesAtEntry &&
          GraphSources == O.GraphSources && Empty == O.Empty &&
          KeepsCallerFacts == O.KeepsCallerFacts;
+}
+
+void PathFacts::countPendingBackwards() {
+  for (const auto &Pending : BackwardsNotStepped)
+    if (!llvm::is_contained(BackwardsCounted, Pending))
+      BackwardsCounted.push_back(Pending);
+  CounterBranch = true;
 }
 
 ValueFacts ValueFacts::atEntry(const ValueDecl &Holder) {
@@ -49,11 +57,13 @@ ValueFacts ValueFacts::withoutEntries() const {
   F.Graph.Otherwise = {};
   F.Mode.Otherwise = {};
   F.KeepsCallerFacts = false;
+  F.CallablesAtEntry = {};
   return F;
 }
 
 bool ValueFacts::dependsOnEntry() const {
-  return Device.Entry || Pin.Entry || Graph.Entry || Mode.Entry;
+  return Device.Entry || Pin.Entry || Graph.Entry || Mode.Entry ||
+         bool(CallablesAtEntry);
 }
 
 /// Whether \p S is the entry value unchanged on some path: it depends on
@@ -275,6 +285,8 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   R.Callables = A.Callables;
   unite<const FunctionDecl *>(R.Callables, B.Callables);
   R.CallablesKnown = A.CallablesKnown && B.CallablesKnown;
+  if (A.CallablesAtEntry == B.CallablesAtEntry)
+    R.CallablesAtEntry = A.CallablesAtEntry;
   // A side that holds no member function puts no object in question.
   auto HoldsMethod = [](const ValueFacts &V) {
     return llvm::any_of(V.Callables, [](const FunctionDecl *F) {
@@ -339,6 +351,8 @@ bool PathFacts::operator==(const PathFacts &O) const {
          StepsWithoutReset == O.StepsWithoutReset &&
          GradientsResetSinceEntry == O.GradientsResetSinceEntry &&
          BackwardsNotStepped == O.BackwardsNotStepped &&
+         BackwardsCounted == O.BackwardsCounted &&
+         CounterBranch == O.CounterBranch &&
          StepsRun == O.StepsRun &&
          GradientsSettledSinceEntry == O.GradientsSettledSinceEntry &&
          GradientsRescaled == O.GradientsRescaled &&
@@ -415,6 +429,11 @@ PathFacts joinPaths(const PathFacts &A, const PathFacts &B, bool AKeptCpu,
                                A.BackwardsNotStepped.end());
   unite<std::pair<const Stmt *, SourceLocation>>(R.BackwardsNotStepped,
                                                  B.BackwardsNotStepped);
+  R.BackwardsCounted.assign(A.BackwardsCounted.begin(),
+                            A.BackwardsCounted.end());
+  unite<std::pair<const Stmt *, SourceLocation>>(R.BackwardsCounted,
+                                                 B.BackwardsCounted);
+  R.CounterBranch = A.CounterBranch || B.CounterBranch;
   R.StepsRun.assign(A.StepsRun.begin(), A.StepsRun.end());
   unite<std::pair<const Stmt *, SourceLocation>>(R.StepsRun, B.StepsRun);
   R.GradientsSettledSinceEntry =

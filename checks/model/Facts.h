@@ -191,6 +191,18 @@ struct ValueFacts {
   llvm::SmallVector<const FunctionDecl *, 1> Callables;
   /// Every path knows what it holds: Callables is all it may hold.
   bool CallablesKnown = false;
+  /// A callable part of a parameter as it was at entry (`cfg.on_step`):
+  /// what it holds, where Callables says nothing, is what the caller's
+  /// storage at that part holds. One level of fields.
+  struct ParameterPart {
+    const ParmVarDecl *Param = nullptr;
+    const FieldDecl *Field = nullptr;
+    explicit operator bool() const { return Param && Field; }
+    bool operator==(const ParameterPart &O) const {
+      return Param == O.Param && Field == O.Field;
+    }
+  };
+  ParameterPart CallablesAtEntry;
   /// The member functions among Callables run on `*this` of the function
   /// that holds the value (`std::bind(&Trainer::step, this, _1)`), on every
   /// path; otherwise their object is unknown where they are called.
@@ -328,6 +340,15 @@ struct PathFacts {
   /// the next backward() adds to them.
   llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 1>
       BackwardsNotStepped;
+  /// Those of BackwardsNotStepped whose pending gradients a branch on a
+  /// counter (`++i % N`, `micro_ < accum_`) left unapplied on some path:
+  /// accumulation by design, not a skipped iteration (`if (!ok) continue;`).
+  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 1>
+      BackwardsCounted;
+  /// Some path took a branch on a counter since the function's entry.
+  bool CounterBranch = false;
+  /// A branch on a counter: the pending backward() calls are counted.
+  void countPendingBackwards();
   /// Optimizer steps run on some path (the statement here, and where the
   /// step is).
   llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 1> StepsRun;

@@ -360,6 +360,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"stepWithoutReset", place(S.StepWithoutReset)},
       {"stepRun", place(S.StepRun)},
       {"backwardNotStepped", place(S.BackwardNotStepped)},
+      {"countsIterations", S.CountsIterations},
       {"autocastAtExit", nameOf(S.AutocastAtExit, AutocastNames)},
       {"autocastParam", S.AutocastParam},
       {"mayThrow", S.MayThrow},

@@ -350,6 +350,7 @@ FactReader::summary(const llvm::json::Object &O) const {
   S.StepWithoutReset = Place("stepWithoutReset");
   S.StepRun = Place("stepRun");
   S.BackwardNotStepped = Place("backwardNotStepped");
+  S.CountsIterations = O.getBoolean("countsIterations").value_or(false);
   // Unknown: as if it left autocast alone.
   S.AutocastAtExit = valueOf<AutocastState>(O.getString("autocastAtExit"),
                                             AutocastNames, AutocastState::Entry);

@@ -37,9 +37,48 @@ static void chainOperands(const Expr *Cond, BinaryOperatorKind Op,
   chainOperands(BO->getRHS(), Op, Out);
 }
 
+/// Whether \p E tests a counter: an integer remainder (`++i % N`), an
+/// increment, or a comparison of an integer variable with another integer
+/// (`micro_ == accum_`, `step < warmup`); not a call's result or a float.
+bool testsCounter(const Expr *E, unsigned Depth) {
+  if (!E || Depth > 8)
+    return false;
+  E = E->IgnoreParenImpCasts();
+  auto IsCounter = [](const Expr *Side) {
+    Side = Side->IgnoreParenImpCasts();
+    if (const auto *UO = dyn_cast<UnaryOperator>(Side);
+        UO && UO->isIncrementDecrementOp())
+      Side = UO->getSubExpr()->IgnoreParenImpCasts();
+    return Side->getType()->isIntegerType() &&
+           !Side->getType()->isBooleanType() &&
+           (isa<DeclRefExpr>(Side) || isa<MemberExpr>(Side));
+  };
+  if (const auto *BO = dyn_cast<BinaryOperator>(E)) {
+    if (BO->getOpcode() == BO_Rem && BO->getType()->isIntegerType())
+      return true;
+    if (BO->isComparisonOp() && BO->getLHS()->getType()->isIntegerType() &&
+        BO->getRHS()->getType()->isIntegerType() &&
+        (IsCounter(BO->getLHS()) || IsCounter(BO->getRHS())))
+      return true;
+    return testsCounter(BO->getLHS(), Depth + 1) ||
+           testsCounter(BO->getRHS(), Depth + 1);
+  }
+  if (const auto *UO = dyn_cast<UnaryOperator>(E))
+    return (UO->isIncrementDecrementOp() &&
+            UO->getType()->isIntegerType()) ||
+           testsCounter(UO->getSubExpr(), Depth + 1);
+  return false;
+}
+
 void FlowAnalysis::refineOnEdge(const CFGBlock &Block, const Expr *Cond,
                                 bool Taken, State &St) const {
   Model.refineOnBranch(Cond, Taken, St);
+  // An `if` on a counter leaves the backward() calls it skips a step for
+  // pending by design (gradient accumulation); a loop's own condition, or
+  // an `if (!ok) continue;`, does not.
+  if (const auto *If = dyn_cast_or_null<IfStmt>(Block.getTerminatorStmt());
+      If && Model.testsCounterAt(If->getCond(), St))
+    St.path().countPendingBackwards();
   // The whole condition of an if or a loop holds on its edges: `a && b` on
   // the true edge proves each operand, `a || b` on the false edge refutes
   // each. (The blocks of the earlier operands decided theirs already, but a

@@ -73,6 +73,10 @@ llvm::SmallVector<const VarDecl *, 4> capturedVariables(const FunctionDecl &F);
 /// of it (`hook`, `kv.second`, a structured binding's `hook`); null
 /// otherwise.
 const VarDecl *rangeElementNamed(const Expr &E);
+/// Whether \p E tests a counter: an integer remainder (`++i % N`), an
+/// increment, or a comparison of an integer variable with another integer
+/// (`micro_ == accum_`, `step < warmup`); not a call's result or a float.
+bool testsCounter(const Expr *E, unsigned Depth = 0);
 /// The container a range-for's element variable walks; null otherwise.
 const Expr *rangeOfElement(const VarDecl &Element);
 
@@ -108,6 +112,9 @@ public:
   /// The element an iterator variable (`it`, or std::array's pointer)
   /// stands at: the elements of the container it walks.
   Location iteratedElement(const Expr *Iterator) const;
+  /// testsCounter, or a call (negated or not) of a function whose summary
+  /// tests one (`if (accum_.boundary())`).
+  bool testsCounterAt(const Expr *Cond, const State &S) const;
   /// The elements a library algorithm (`std::for_each`, `std::transform`)
   /// hands \p P, a parameter of a lambda that \p Call passes it: those of
   /// the one range among its arguments whose elements have P's type.

@@ -313,6 +313,19 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
     }
     return Fact.isKnown() ? throughCall(Fact, Call) : SourcedT();
   };
+  // What a callable part of a parameter held at entry: the caller's part.
+  R.CallablesAtEntry = {};
+  if (const ValueFacts::ParameterPart Part = InCallee.CallablesAtEntry;
+      Part && R.Callables.empty() && !R.CallablesKnown)
+    if (Location There = callerLocation(
+            Location::local(Part.Param).child(Selector::field(Part.Field)),
+            Call))
+      if (const ValueFacts *Held = S.lookup(There)) {
+        R.Callables = Held->Callables;
+        R.CallablesKnown = Held->CallablesKnown;
+        R.CallablesOnThis = Held->CallablesOnThis;
+        R.CallablesAtEntry = Held->CallablesAtEntry;
+      }
   R.Pin = Substitute(InCallee.Pin, &ValueFacts::Pin);
   R.Graph = Substitute(InCallee.Graph, &ValueFacts::Graph);
   R.Mode = Substitute(InCallee.Mode, &ValueFacts::Mode);

@@ -38,6 +38,8 @@ static SiteContext compose(const SiteContext &InCallee,
   if (!C.Path.GradientsSettledSinceEntry) {
     unite<std::pair<const Stmt *, SourceLocation>>(
         C.Path.BackwardsNotStepped, AtCall.Path.BackwardsNotStepped);
+    unite<std::pair<const Stmt *, SourceLocation>>(
+        C.Path.BackwardsCounted, AtCall.Path.BackwardsCounted);
     C.Path.GradientsSettledSinceEntry = AtCall.Path.GradientsSettledSinceEntry;
   }
   unite<std::pair<const Stmt *, SourceLocation>>(C.Path.StepsRun,

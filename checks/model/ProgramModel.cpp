@@ -141,9 +141,23 @@ static ValueFacts entryValueOf(const ValueDecl &D) {
 
 State ProgramModel::parametricEntry(const FunctionDecl &Function) {
   State Entry;
-  for (const ParmVarDecl *P : Function.parameters())
+  for (const ParmVarDecl *P : Function.parameters()) {
     if (isTrackedType(P->getType()))
       Entry.set(Location::local(P), entryValueOf(*P));
+    // The callables a struct parameter's fields hold (a config's hooks):
+    // the callers'.
+    QualType T = P->getType().getNonReferenceType();
+    const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+    if (!RD || !RD->hasDefinition() || isTorchValueType(T) ||
+        containerRecord(T) || isCallableType(T) || RD->isLambda())
+      continue;
+    for (const FieldDecl *Field : fieldsWithBases(*RD))
+      if (isCallableType(Field->getType())) {
+        ValueFacts Part;
+        Part.CallablesAtEntry = {P, Field};
+        Entry.set(Location::local(P).child(Selector::field(Field)), Part);
+      }
+  }
   for (const VarDecl *V : capturedVariables(Function))
     if (isTrackedType(V->getType()))
       Entry.set(Location::local(V), entryValueOf(*V));

@@ -80,6 +80,9 @@ struct FunctionSummary {
   bool SettlesGradients = false;
   bool RescalesGradients = false;
   SourceLocation StepWithoutReset, StepRun, BackwardNotStepped;
+  /// Some path branches on a counter: what it leaves pending, it leaves by
+  /// design (gradient accumulation), not by skipping an iteration.
+  bool CountsIterations = false;
   /// Autocast as the paths leave it (Entry: untouched; On: on some path),
   /// and whether in float16 (AsEntry: if the caller's CUDA dtype is).
   AutocastState AutocastAtExit = AutocastState::Entry;

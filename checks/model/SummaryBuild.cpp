@@ -96,6 +96,8 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     State Copy = Before;
     Location Slot = Location::returned();
     const Expr *V = Ret->getRetValue();
+    // `return ++seen_ % every_ == 0;`: its callers branch on a counter.
+    S.CountsIterations |= testsCounter(V);
     M.assignReturned(*V, F.getReturnType(), Copy);
 
     llvm::SmallVector<SummaryEffect, 4> These;
@@ -177,6 +179,7 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
       S.StepRun = ExitPath.StepsRun.front().second;
     if (!ExitPath.BackwardsNotStepped.empty())
       S.BackwardNotStepped = ExitPath.BackwardsNotStepped.front().second;
+    S.CountsIterations |= ExitPath.CounterBranch;
     S.AutocastAtExit = ExitPath.Autocast;
     if (ExitPath.Autocast == AutocastState::AsParameter)
       S.AutocastParam = ExitPath.AutocastParam->getFunctionScopeIndex();

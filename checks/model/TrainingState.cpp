@@ -51,6 +51,19 @@ void FlowModel::unknownCodeMayReset(PathFacts &Path) const {
   });
 }
 
+bool FlowModel::testsCounterAt(const Expr *Cond, const State &S) const {
+  if (testsCounter(Cond))
+    return true;
+  const Expr *E = Cond ? Cond->IgnoreParenImpCasts() : nullptr;
+  for (const auto *Not = dyn_cast_or_null<UnaryOperator>(E);
+       Not && Not->getOpcode() == UO_LNot;
+       Not = dyn_cast<UnaryOperator>(E))
+    E = Not->getSubExpr()->IgnoreParenImpCasts();
+  const auto *Call = dyn_cast_or_null<CallExpr>(E);
+  const FunctionSummary *Summary = Call ? summaryAt(*Call, S) : nullptr;
+  return Summary && Summary->CountsIterations;
+}
+
 void FlowModel::transferGradientState(const CallExpr &Call,
                                       const FunctionSummary *Summary,
                                       State &St) const {
@@ -71,10 +84,12 @@ void FlowModel::transferGradientState(const CallExpr &Call,
     Path.StepsWithoutReset.clear();
     Path.GradientsResetSinceEntry = true;
     Path.BackwardsNotStepped.clear();
+    Path.BackwardsCounted.clear();
     Path.GradientsSettledSinceEntry = true;
   }
   if (Step || (Summary && Summary->SettlesGradients)) {
     Path.BackwardsNotStepped.clear();
+    Path.BackwardsCounted.clear();
     Path.GradientsSettledSinceEntry = true;
   }
   Path.GradientsRescaled |= isGradientRescale(Call) ||
@@ -95,6 +110,11 @@ void FlowModel::transferGradientState(const CallExpr &Call,
     Left(Summary->StepWithoutReset, Path.StepsWithoutReset);
     Left(Summary->StepRun, Path.StepsRun);
     Left(Summary->BackwardNotStepped, Path.BackwardsNotStepped);
+    // A callee that branches on a counter (`step_if_ready()`): what is
+    // pending after it is left so by design.
+    if (Summary->CountsIterations) {
+      Path.countPendingBackwards();
+    }
   }
   if (isBackwardCall(Call, options()))
     Left(Call.getExprLoc(), Path.BackwardsNotStepped);

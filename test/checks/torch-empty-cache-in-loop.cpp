@@ -177,3 +177,35 @@ void reclaimer_once(int steps) {
   for (int i = 0; i < steps; ++i)
     train_step();
 }
+
+// A hook in a field of a config struct, copied into a member by the
+// constructor: the member holds what each caller's field holds.
+struct RunHooks {
+  std::function<void(int)> after_step;
+  std::function<void(int)> after_epoch;
+};
+class HookedTrainer {
+public:
+  explicit HookedTrainer(const RunHooks &hooks)
+      : after_step_(hooks.after_step), after_epoch_(hooks.after_epoch) {}
+  void fit(int steps) {
+    for (int s = 0; s < steps; ++s) {
+      train_step();
+      after_step_(s);
+    }
+    after_epoch_(0);
+  }
+
+private:
+  std::function<void(int)> after_step_, after_epoch_;
+};
+void run_with_config_hooks() {
+  RunHooks hooks;
+  hooks.after_step = [](int) {
+    alloc::emptyCache();
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'emptyCache()' inside a loop {{.*}}[torch-empty-cache-in-loop]
+  };
+  hooks.after_epoch = [](int) { alloc::emptyCache(); };
+  HookedTrainer trainer(hooks);
+  trainer.fit(100);
+}

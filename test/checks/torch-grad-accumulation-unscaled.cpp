@@ -1,6 +1,7 @@
 // RUN: %check_torch_tidy %s torch-grad-accumulation-unscaled %t
 
 #include <torch/torch.h>
+#include <utility>
 struct NetImpl : torch::nn::Module {
   NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
   torch::Tensor forward(torch::Tensor x) { return fc(x); }
@@ -9,6 +10,13 @@ struct NetImpl : torch::nn::Module {
 TORCH_MODULE(Net);
 torch::Tensor batch();
 torch::Tensor labels();
+// Steps every 8 calls.
+void step_when_ready(torch::optim::Optimizer &opt, int &micro) {
+  if (++micro % 8 == 0) {
+    opt.step();
+    opt.zero_grad();
+  }
+}
 
 // A mean loss, step() every 4 iterations: the update is 4 times too large.
 void unscaled(Net &net, torch::optim::Optimizer &opt) {
@@ -170,5 +178,52 @@ void accumulate_with_rescaling_helper(Net &net, torch::optim::Optimizer &opt) {
     net->forward(batch()).mean().backward();
     if ((i + 1) % 4 == 0)
       rescale_and_step(net, opt);
+  }
+}
+
+// Accumulation is a step under a branch on a counter. An iteration skipped
+// after its backward() (`if (!ok) continue;`, a helper whose loss may be
+// undefined) is no accumulation by design: that is missing-zero-grad's.
+std::pair<torch::Tensor, bool> step_loss(Net &net, bool skip) {
+  if (skip)
+    return {torch::Tensor(), false};
+  auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+  loss.backward();
+  return {loss, true};
+}
+void skipped_iterations(Net &net, torch::optim::Optimizer &opt, bool (*usable)()) {
+  for (int i = 0; i < 100; ++i) {
+    auto [loss, ok] = step_loss(net, i == 7);
+    if (!loss.defined())
+      continue;
+    if (!usable())
+      continue;
+    opt.step();
+    opt.zero_grad();
+  }
+}
+void counted_in_a_helper(Net &net, torch::optim::Optimizer &opt, int &micro) {
+  for (int i = 0; i < 100; ++i) {
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a mean loss adds its gradients over several iterations before one step(){{.*}}[torch-grad-accumulation-unscaled]
+    step_when_ready(opt, micro);
+  }
+}
+
+// The counter in a predicate the loop branches on.
+struct Accumulator {
+  int every = 4, seen = 0;
+  bool boundary() { return ++seen % every == 0; }
+};
+void counted_in_a_predicate(Net &net, torch::optim::Optimizer &opt, Accumulator &acc) {
+  for (int i = 0; i < 100; ++i) {
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a mean loss adds its gradients over several iterations before one step(){{.*}}[torch-grad-accumulation-unscaled]
+    if (acc.boundary()) {
+      opt.step();
+      opt.zero_grad();
+    }
   }
 }
