@@ -11,9 +11,11 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
+#include <csignal>
 #include <map>
 #include <set>
 #include <tuple>
+#include <pthread.h>
 
 using namespace llvm;
 using clang::tooling::Replacement;
@@ -42,13 +44,23 @@ static bool writeAtomically(StringRef Path, StringRef Contents) {
   Model += ".torch-tidy-%%%%%%.tmp";
   SmallString<256> Temp;
   int FD;
-  if (std::error_code EC =
-          sys::fs::createUniqueFile(Model, FD, Temp, sys::fs::OF_None)) {
+  // A signal between creating the temporary file and registering it for
+  // removal would leave it behind: it waits until both are done.
+  sigset_t Deferred, Previous;
+  sigemptyset(&Deferred);
+  for (int Signal : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+    sigaddset(&Deferred, Signal);
+  pthread_sigmask(SIG_BLOCK, &Deferred, &Previous);
+  std::error_code EC =
+      sys::fs::createUniqueFile(Model, FD, Temp, sys::fs::OF_None);
+  if (!EC)
+    sys::RemoveFileOnSignal(Temp);
+  pthread_sigmask(SIG_SETMASK, &Previous, nullptr);
+  if (EC) {
     printError("cannot write fixes to '" + Path + "': " + EC.message() +
                "; nothing written");
     return false;
   }
-  sys::RemoveFileOnSignal(Temp);
   bool OK;
   {
     raw_fd_ostream OS(FD, /*shouldClose=*/true);
