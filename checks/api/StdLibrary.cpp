@@ -265,23 +265,22 @@ bool storesCallableArgument(const FunctionDecl &FD) {
   return FD.getIdentifier() && isContainerInsert(FD.getName());
 }
 
-int threadEntryArgument(const Expr &Start) {
+llvm::ArrayRef<const Expr *> threadStartArguments(const Expr &Start) {
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(&Start)) {
     const CXXRecordDecl *RD = Construct->getType()->getAsCXXRecordDecl();
-    return (isStdClass(RD, "thread") || isStdClass(RD, "jthread")) &&
-                   Construct->getNumArgs() >= 1 &&
-                   !Construct->getConstructor()->isCopyOrMoveConstructor()
-               ? 0
-               : -1;
+    if ((isStdClass(RD, "thread") || isStdClass(RD, "jthread")) &&
+        !Construct->getConstructor()->isCopyOrMoveConstructor())
+      return llvm::ArrayRef(Construct->getArgs(), Construct->getNumArgs());
+    return {};
   }
   const auto *Call = dyn_cast<CallExpr>(&Start);
   const FunctionDecl *FD = Call ? Call->getDirectCallee() : nullptr;
   if (!FD || !FD->isInStdNamespace() || !FD->getIdentifier() ||
       FD->getName() != "async" || Call->getNumArgs() == 0)
-    return -1;
+    return {};
   // `std::async(std::launch::async, f, ...)`: after the launch policy.
-  int Index = Call->getArg(0)->getType()->isEnumeralType() ? 1 : 0;
-  return Index < int(Call->getNumArgs()) ? Index : -1;
+  llvm::ArrayRef<const Expr *> Args(Call->getArgs(), Call->getNumArgs());
+  return Args.front()->getType()->isEnumeralType() ? Args.drop_front() : Args;
 }
 
 bool isOwnerFactory(const FunctionDecl *FD) {

@@ -73,10 +73,9 @@ unsigned placeholderIndex(const Expr &E);
 bool storesCallableArgument(const FunctionDecl &FD);
 
 /// For a start of a thread (a `std::thread` or `std::jthread` constructor,
-/// `std::async`): the index of the argument that names the function the
-/// thread runs, the arguments after it being its arguments; -1 for anything
-/// else.
-int threadEntryArgument(const Expr &Start);
+/// `std::async`): its arguments from the one that names the function the
+/// thread runs, the function's arguments after it; empty for anything else.
+llvm::ArrayRef<const Expr *> threadStartArguments(const Expr &Start);
 
 /// `os << x` into a `std::basic_ostream` (std::cout, a file, a string
 /// stream).

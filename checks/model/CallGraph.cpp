@@ -21,21 +21,13 @@ namespace clang::tidy::torch {
 
 namespace {
 
-/// The arguments of a call or construction.
-llvm::ArrayRef<const Expr *> argumentsOf(const Expr &E) {
-  if (const auto *Construct = dyn_cast<CXXConstructExpr>(&E))
-    return llvm::ArrayRef(Construct->getArgs(), Construct->getNumArgs());
-  const auto *Call = cast<CallExpr>(&E);
-  return llvm::ArrayRef(Call->getArgs(), Call->getNumArgs());
-}
-
 /// The expression that names the function a thread start runs (`f`, `&f`,
 /// `&C::m`): the reference that is no escape of its address.
 const DeclRefExpr *threadEntryReference(const Expr &Start) {
-  int Index = threadEntryArgument(Start);
-  if (Index < 0)
+  llvm::ArrayRef<const Expr *> Args = threadStartArguments(Start);
+  if (Args.empty())
     return nullptr;
-  const Expr *E = stripConversions(argumentsOf(Start)[Index])->IgnoreImplicit();
+  const Expr *E = stripConversions(Args.front())->IgnoreImplicit();
   if (const auto *AddressOf = dyn_cast<UnaryOperator>(E);
       AddressOf && AddressOf->getOpcode() == UO_AddrOf)
     E = AddressOf->getSubExpr()->IgnoreParenImpCasts();
@@ -49,10 +41,10 @@ const DeclRefExpr *threadEntryReference(const Expr &Start) {
 const FunctionDecl *threadEntryFunction(const Expr &Start) {
   if (const DeclRefExpr *Ref = threadEntryReference(Start))
     return cast<FunctionDecl>(Ref->getDecl());
-  int Index = threadEntryArgument(Start);
-  if (Index < 0)
+  llvm::ArrayRef<const Expr *> Args = threadStartArguments(Start);
+  if (Args.empty())
     return nullptr;
-  const Expr *E = stripConversions(argumentsOf(Start)[Index])->IgnoreImplicit();
+  const Expr *E = stripConversions(Args.front())->IgnoreImplicit();
   if (const auto *Ref = dyn_cast<DeclRefExpr>(E->IgnoreParenImpCasts()))
     if (const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
         Var && Var->hasLocalStorage() && !isa<ParmVarDecl>(Var) &&

@@ -120,13 +120,7 @@ static ResolvedCall threadStartCall(const Expr &Start, const FunctionDecl &F,
   ResolvedCall Call;
   Call.Call = &Start;
   Call.Callee = &F;
-  llvm::ArrayRef<const Expr *> Args =
-      isa<CXXConstructExpr>(Start)
-          ? llvm::ArrayRef(cast<CXXConstructExpr>(Start).getArgs(),
-                           cast<CXXConstructExpr>(Start).getNumArgs())
-          : llvm::ArrayRef(cast<CallExpr>(Start).getArgs(),
-                           cast<CallExpr>(Start).getNumArgs());
-  Args = Args.drop_front(threadEntryArgument(Start) + 1);
+  llvm::ArrayRef<const Expr *> Args = threadStartArguments(Start).drop_front();
   auto Unwrapped = [](const Expr *E) {
     const Expr *S = stripConversions(E)->IgnoreImplicit();
     if (const auto *Ref = dyn_cast<CallExpr>(S))
