@@ -33,15 +33,16 @@ public:
              RequirementMatch &Out) const override {
     const auto *Call = dyn_cast<CallExpr>(&S);
     ModuleCall MC;
-    if (!Call || Call->isTypeDependent() || !matchModuleCall(*Call, MC) ||
+    if (!Call || Call->isTypeDependent() || !M.runsModule(*Call, MC) ||
         MC.TypeErased)
       return false;
     Out.Operands.push_back({M.evaluate(MC.Module, St), "", MC.Module});
-    // A submodule's forward inside a module's forward runs in the mode of
-    // the module that calls it: that call is the one judged.
+    // A layer's forward inside a module's forward or own method runs in
+    // the mode of the module that calls it: that call is the one judged.
     const auto *Method = dyn_cast_or_null<CXXMethodDecl>(M.function());
-    if (Method && Method->getIdentifier() && Method->getName() == "forward" &&
-        isModuleHandleType(M.context().getRecordType(Method->getParent())))
+    if ((Method && Method->getIdentifier() && Method->getName() == "forward" &&
+         isModuleHandleType(M.context().getRecordType(Method->getParent()))) ||
+        M.isOwnLayer(MC))
       Out.Flags |= InsideModuleForward;
     if (M.function() &&
         matchesNameList(*M.function(), M.options().EvaluationFunctions))

@@ -476,6 +476,21 @@ const Expr *moduleToReceiver(const CallExpr &Call) {
   return moduleMethodCallReceiver(Call, "to");
 }
 
+bool matchOwnModuleMethodCall(const CallExpr &Call, ModuleCall &Out) {
+  const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call);
+  const CXXMethodDecl *MD = MC ? MC->getMethodDecl() : nullptr;
+  if (!MD || MD->isStatic() || !MD->getIdentifier() ||
+      MD->getName() == "forward" || isTorchNamespaceDecl(*MD) ||
+      !derivesFromModule(MD->getParent()))
+    return false;
+  const Expr *Object = MC->getImplicitObjectArgument();
+  if (!Object || isa<CXXThisExpr>(Object->IgnoreParenImpCasts()))
+    return false;
+  Out.Module = throughArrow(Object);
+  Out.Inputs.assign(Call.arg_begin(), Call.arg_end());
+  return true;
+}
+
 bool matchModuleCall(const Expr &E, ModuleCall &Out) {
   const auto *Call = dyn_cast<CallExpr>(&E);
   if (!Call)

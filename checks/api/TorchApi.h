@@ -172,6 +172,11 @@ struct ModuleCall {
 };
 /// Recognises \p E as a call of a module's forward; false otherwise.
 bool matchModuleCall(const Expr &E, ModuleCall &Out);
+/// A call of a method that a project's module class declares itself
+/// (`model->decode(z)`), on a module other than `*this`: the module, with
+/// the call's arguments as inputs. Whether it runs the module's layers is
+/// the method's summary's to say.
+bool matchOwnModuleMethodCall(const CallExpr &Call, ModuleCall &Out);
 
 /// An operation whose tensor operands must all be on one device.
 struct DeviceOperation {

@@ -121,6 +121,7 @@ void FlowModel::applySummary(const ResolvedCall &Call,
       ValueFacts F = St.get(Here);
       F.Device = After.Device;
       F.Mode = After.Mode;
+      F.ModeIf = After.ModeIf;
       After = F;
     }
     // One element written stands for all of them: the graphs the others
@@ -336,6 +337,20 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
       F.Mode = {Action == "eval" || On == false ? ModuleMode::Eval
                 : On ? ModuleMode::Train : ModuleMode::Unknown,
                 Call.getExprLoc()};
+      F.ModeIf = {};
+      if (!F.Mode.isKnown()) {
+        // `module.train(was_training)`: the mode it was in then; with
+        // `module.train(on)`, the callers' `on` decides.
+        // (A bool's own entry tag is no module's mode.)
+        ValueFacts Flag = evaluate(Call.getArg(0), St);
+        if (Flag.Mode.isKnown() ||
+            (Flag.Mode.Entry && !Flag.Mode.Entry->getType()
+                                     .getNonReferenceType()
+                                     ->isIntegralOrEnumerationType()))
+          F.Mode = Flag.Mode;
+        else
+          F.ModeIf = Flag.ModeIf ? Flag.ModeIf : parameterTest(Call.getArg(0));
+      }
     }
     St.set(L, F);
     return;
@@ -446,6 +461,8 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         return;
       // `p.reset(q)`, `p.swap(q)`, `p.release()`: another object, or none.
       if (Object && isOwningPointer(Object->getType()) && !MD->isConst()) {
+        if (MD->getName() == "reset")
+          destroyOwnedObject(Object->getType(), St);
         if (Location Owner = locationOf(Object))
           if (!(MD->getName() == "reset" && Call.getNumArgs() == 1 &&
                 constructOwned(Owner, Call.getArg(0), St)))

@@ -173,8 +173,14 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
     }
   if (SourceLocation Batch = loaderBatchOrigin(E, Ctx); Batch.isValid())
     return loaderBatchFacts(Batch);
-  if (std::optional<Sourced<DeviceValue>> Device = enclosingModuleDevice(L, S))
-    F.Device = *Device;
+  if (std::optional<ValueFacts> Part = enclosingModuleFacts(L, S)) {
+    if (Part->Device.Value.isKnown() || Part->Device.Entry)
+      F.Device = Part->Device;
+    if (Part->Mode.Value != ModuleMode::Unknown || Part->Mode.Entry) {
+      F.Mode = Part->Mode;
+      F.ModeLayers = Part->ModeLayers;
+    }
+  }
   return F;
 }
 
@@ -380,7 +386,15 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
   SourceLocation Loc = Call.getExprLoc();
   llvm::StringRef Method = tensorMethodName(Call);
   const FunctionDecl *FD = Call.getDirectCallee();
-  if (callableTarget(Call, S)) {
+  if (const Expr *Module = moduleMethodCallReceiver(Call, "is_training")) {
+    // The module's mode, kept for `train(was_training)` to restore.
+    ValueFacts Held = evaluate(Module, S);
+    F.Mode = Held.Mode;
+    F.ModeIf = Held.ModeIf;
+    if (Held.Mode.Value == ModuleMode::Train ||
+        Held.Mode.Value == ModuleMode::Eval)
+      F.Scalar.Known = Held.Mode.Value == ModuleMode::Train;
+  } else if (callableTarget(Call, S)) {
     // A std::function or function pointer that holds one known function.
     if (const FunctionSummary *Summary = summaryAt(Call, S)) {
       ResolvedCall R = resolve(Call, S);

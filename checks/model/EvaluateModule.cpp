@@ -27,27 +27,63 @@ void FlowModel::withClassFacts(ValueFacts &Module, QualType ModuleType) const {
     Module.ModeLayers = Class.ModeLayers;
 }
 
-std::optional<Sourced<DeviceValue>>
-FlowModel::enclosingModuleDevice(const Location &L, const State &S) const {
+std::optional<ValueFacts>
+FlowModel::enclosingModuleFacts(const Location &L, const State &S) const {
   // A LibTorch module's tensor member (`linear->weight`) is one of its
   // registered parameters or buffers, and a module's submodule member is
-  // registered: they move with the module. (A user module's plain tensor
-  // member moves only if it registered it.)
+  // registered: they move with the module, and train()/eval() switch a
+  // submodule with its owner. (A user module's plain tensor member moves
+  // only if it registered it.)
   const FieldDecl *Field = L.Depth ? L.last().asField() : nullptr;
   if (!Field || !isModuleHandleType(Ctx.getRecordType(Field->getParent())))
     return std::nullopt;
   QualType T = Field->getType();
+  bool Submodule = isModuleHandleType(T);
   if (!(isTensorType(T) && isSystemHeaderDecl(*Field, Ctx.getSourceManager())) &&
-      !isModuleHandleType(T))
+      !Submodule)
     return std::nullopt;
   const ValueFacts *Module = S.lookup(L.parent());
-  if (!Module || !(Module->Device.Value.isKnown() || Module->Device.Entry))
+  if (!Module)
     return std::nullopt;
-  Sourced<DeviceValue> Device{Module->Device.Value, Module->Device.Origin};
-  // A summary's module of unknown device: the callers' module decides.
-  if (!Module->Device.Value.isKnown())
-    Device.Entry = Module->Device.Entry;
-  return Device;
+  ValueFacts Part;
+  bool Known = false;
+  if (Module->Device.Value.isKnown() || Module->Device.Entry) {
+    Part.Device = {Module->Device.Value, Module->Device.Origin};
+    // A summary's module of unknown device: the callers' module decides.
+    if (!Module->Device.Value.isKnown())
+      Part.Device.Entry = Module->Device.Entry;
+    Known = true;
+  }
+  if (Submodule && (Module->Mode.Value != ModuleMode::Unknown ||
+                    Module->Mode.Entry)) {
+    Part.Mode = Module->Mode;
+    withClassFacts(Part, T);
+    Known = true;
+  }
+  if (!Known)
+    return std::nullopt;
+  return Part;
+}
+
+bool FlowModel::runsModule(const CallExpr &Call, ModuleCall &Out) const {
+  if (matchModuleCall(Call, Out))
+    return true;
+  ModuleCall Method;
+  const FunctionSummary *Summary = nullptr;
+  if (!matchOwnModuleMethodCall(Call, Method) ||
+      !(Summary = Program.summaryForCall(Call)) || !Summary->RunsOwnLayers)
+    return false;
+  Out = Method;
+  return true;
+}
+
+bool FlowModel::isOwnLayer(const ModuleCall &Run) const {
+  const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Function);
+  if (!Method || Method->isStatic() || Run.TypeErased ||
+      !isModuleHandleType(Ctx.getRecordType(Method->getParent())))
+    return false;
+  Location L = locationOf(Run.Module);
+  return L.Kind == Location::This && L.Depth > 0;
 }
 
 ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,

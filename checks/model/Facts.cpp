@@ -24,7 +24,7 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          Scalar == O.Scalar && Callables == O.Callables &&
          CallablesKnown == O.CallablesKnown &&
          CallablesOnThis == O.CallablesOnThis &&
-         CallablesAtEntry == O.CallablesAtEntry &&
+         CallablesAtEntry == O.CallablesAtEntry && ModeIf == O.ModeIf &&
          GraphSources == O.GraphSources && Empty == O.Empty &&
          KeepsCallerFacts == O.KeepsCallerFacts;
 }
@@ -58,12 +58,13 @@ ValueFacts ValueFacts::withoutEntries() const {
   F.Mode.Otherwise = {};
   F.KeepsCallerFacts = false;
   F.CallablesAtEntry = {};
+  F.ModeIf = {};
   return F;
 }
 
 bool ValueFacts::dependsOnEntry() const {
   return Device.Entry || Pin.Entry || Graph.Entry || Mode.Entry ||
-         bool(CallablesAtEntry);
+         bool(CallablesAtEntry) || bool(ModeIf);
 }
 
 /// Whether \p S is the entry value unchanged on some path: it depends on
@@ -287,6 +288,8 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   R.CallablesKnown = A.CallablesKnown && B.CallablesKnown;
   if (A.CallablesAtEntry == B.CallablesAtEntry)
     R.CallablesAtEntry = A.CallablesAtEntry;
+  if (A.ModeIf == B.ModeIf)
+    R.ModeIf = A.ModeIf;
   // A side that holds no member function puts no object in question.
   auto HoldsMethod = [](const ValueFacts &V) {
     return llvm::any_of(V.Callables, [](const FunctionDecl *F) {

@@ -40,6 +40,19 @@ enum class GraphState : unsigned char { Unknown, InGraph, NoGraph };
 /// paths that reach here disagree, and one of them leaves it training.
 enum class ModuleMode : unsigned char { Unknown, Train, Eval, TrainOnSomePath };
 
+/// A truth that a function's callers decide: one of its parameters, never
+/// written in its body, as a bool (`on`) or compared with a constant
+/// (`phase == Phase::Fit`), maybe negated.
+struct ParameterTest {
+  const ParmVarDecl *Param = nullptr;
+  std::optional<int64_t> Equals;
+  bool Negated = false;
+  explicit operator bool() const { return Param; }
+  bool operator==(const ParameterTest &O) const {
+    return Param == O.Param && Equals == O.Equals && Negated == O.Negated;
+  }
+};
+
 /// Yes, no, or not proven.
 enum class Tri : unsigned char { Unknown, Yes, No };
 
@@ -134,6 +147,9 @@ struct ValueFacts {
   /// Modules: training or evaluation mode, and whether they hold a layer
   /// whose behaviour depends on it (Dropout, BatchNorm, ...).
   Sourced<ModuleMode> Mode{ModuleMode::Unknown, {}};
+  /// A mode the callers decide (`module.train(on)`): training where the
+  /// test holds, evaluation where it does not; Mode is Unknown.
+  ParameterTest ModeIf;
   Tri ModeLayers = Tri::Unknown;
   /// Modules: No when the module provably has no parameters or buffers
   /// (a loss module): it has no device to mismatch.
@@ -191,13 +207,14 @@ struct ValueFacts {
   llvm::SmallVector<const FunctionDecl *, 1> Callables;
   /// Every path knows what it holds: Callables is all it may hold.
   bool CallablesKnown = false;
-  /// A callable part of a parameter as it was at entry (`cfg.on_step`):
-  /// what it holds, where Callables says nothing, is what the caller's
-  /// storage at that part holds. One level of fields.
+  /// A callable parameter, or a callable field of one (`cfg.on_step`), as
+  /// it was at entry: what it holds, where Callables says nothing, is what
+  /// the caller passed there. One level of fields.
   struct ParameterPart {
     const ParmVarDecl *Param = nullptr;
+    /// Null for the parameter itself.
     const FieldDecl *Field = nullptr;
-    explicit operator bool() const { return Param && Field; }
+    explicit operator bool() const { return Param; }
     bool operator==(const ParameterPart &O) const {
       return Param == O.Param && Field == O.Field;
     }

@@ -365,6 +365,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"autocastParam", S.AutocastParam},
       {"mayThrow", S.MayThrow},
       {"clobbersModes", S.ClobbersModes},
+      {"runsOwnLayers", S.RunsOwnLayers},
       {"autocastHalf", S.AutocastHalf},
       {"autocastHalfAsEntry", S.AutocastHalfAsEntry},
       {"setsCudaDtype", S.SetsCudaDtype},

@@ -360,6 +360,7 @@ FactReader::summary(const llvm::json::Object &O) const {
     S.AutocastAtExit = AutocastState::Unknown;
   S.MayThrow = O.getBoolean("mayThrow").value_or(false);
   S.ClobbersModes = O.getBoolean("clobbersModes").value_or(false);
+  S.RunsOwnLayers = O.getBoolean("runsOwnLayers").value_or(false);
   S.AutocastHalf = O.getBoolean("autocastHalf").value_or(false);
   S.AutocastHalfAsEntry = O.getBoolean("autocastHalfAsEntry").value_or(false);
   S.SetsCudaDtype = O.getBoolean("setsCudaDtype").value_or(false);

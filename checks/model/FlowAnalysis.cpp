@@ -116,6 +116,7 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
          << " pin=" << int(V.Pin.Value) << " graph=" << int(V.Graph.Value)
          << (V.Empty ? " empty" : "") << (V.MayBeZeroDim ? "" : " ndim") << (V.PendingCopy.isValid() ? " pending" : "")
          << " mode=" << int(V.Mode.Value) << (V.Mode.Entry ? "(entry)" : "")
+         << (V.ModeIf ? "(if " + V.ModeIf.Param->getNameAsString() + ")" : "")
          << " layers=" << int(V.ModeLayers)
          << " src=" << V.GraphSources.size();
       for (const Stmt *Source : V.GraphSources)

@@ -167,6 +167,9 @@ public:
   /// for any other assignment.
   bool assignTied(const CXXOperatorCallExpr &Op, State &St) const;
   /// The end of \p Var's lifetime (an RAII guard restores what it saved).
+  /// What destroying the object an owning pointer of type \p OwningPointer
+  /// holds does (`p.reset()`, the pointer's scope ending).
+  void destroyOwnedObject(QualType OwningPointer, State &St) const;
   void transferDestructor(const VarDecl &Var, State &St) const;
   /// A constructor's member initialiser.
   void initializeMember(const CXXCtorInitializer &Init, State &St) const;
@@ -197,6 +200,12 @@ public:
   bool callTrains(const CallExpr &Call, TrainingCall What,
                   const State &S) const;
   bool mayTrain(const CallExpr &Call, const State &S) const;
+  /// \p Call runs a module: its forward, or a method of its class whose
+  /// summary runs the module's layers (`model->decode(z)`).
+  bool runsModule(const CallExpr &Call, ModuleCall &Out) const;
+  /// \p Run's module is a layer of the module whose method this is (a
+  /// member of `*this`): it runs in its owner's mode, where the owner runs.
+  bool isOwnLayer(const ModuleCall &Run) const;
   /// The summary of the function \p Call runs in \p S; null when unknown.
   const FunctionSummary *summaryAt(const Expr &Call, const State &S) const;
   /// Where, in the caller at \p Call, the callee's entry location \p InCallee
@@ -298,9 +307,18 @@ public:
   /// The facts of a module built here (`Net net;`, `Net(4)`,
   /// `std::make_shared<NetImpl>()`): parameters on the CPU unless its
   /// constructor moves it, in training mode.
-  /// The function's own bool parameter that \p E names, when the body
-  /// never writes it.
+  /// The function's own bool, integer or enum parameter that \p E names,
+  /// when the body never writes it.
+  const ParmVarDecl *unwrittenParameter(const Expr *E) const;
   const ParmVarDecl *unwrittenBoolParameter(const Expr *E) const;
+  /// \p E as a test of one of the function's parameters, or none.
+  ParameterTest parameterTest(const Expr *E) const;
+  /// The truth of the callee's \p Test at \p Call: known from the
+  /// argument, or (in \p Chained) a test of the caller's own parameter.
+  std::optional<bool> decideParameterTest(const ParameterTest &Test,
+                                          const ResolvedCall &Call,
+                                          const State &S,
+                                          ParameterTest &Chained) const;
   /// Whether one of \p Args is a module with a Dropout or BatchNorm layer.
   bool anyModeLayer(llvm::ArrayRef<const Expr *> Args) const;
   ValueFacts newModuleFacts(QualType ModuleType, SourceLocation Loc) const;
@@ -341,11 +359,11 @@ private:
   /// parameter that nothing wrote yet keeps the caller's facts
   /// (ValueFacts::KeepsCallerFacts).
   ValueFacts heldForUpdate(const Location &L, const State &St) const;
-  /// The device of the module whose registered parameter, buffer or
-  /// submodule \p L is (they move with it), when it is known or, in a
-  /// summary, the callers' module's (its entry tag).
-  std::optional<Sourced<DeviceValue>>
-  enclosingModuleDevice(const Location &L, const State &S) const;
+  /// What \p L, a registered parameter, buffer or submodule, takes from
+  /// the module that holds it: its device, and a submodule's mode, when
+  /// they are known or, in a summary, the callers' module's (entry tags).
+  std::optional<ValueFacts> enclosingModuleFacts(const Location &L,
+                                                 const State &S) const;
   ValueFacts evaluateModuleCall(const Expr &E, const ModuleCall &MC,
                                 const State &S) const;
   ValueFacts evaluateOptions(const Expr *E, const State &S) const;

@@ -108,6 +108,28 @@ Location FlowModel::callerStorage(const Location &InCallee,
   return InCallee.rebased(Temporary);
 }
 
+std::optional<bool>
+FlowModel::decideParameterTest(const ParameterTest &Test,
+                               const ResolvedCall &Call, const State &S,
+                               ParameterTest &Chained) const {
+  Chained = {};
+  if (Call.Callee && !isParameterOf(*Test.Param, *Call.Callee))
+    return std::nullopt;
+  const Expr *Arg = argumentFor(Call, *Test.Param);
+  if (!Arg)
+    return std::nullopt;
+  if (std::optional<int64_t> V = evaluateScalar(Arg, S).Known)
+    return (Test.Equals ? *V == *Test.Equals : *V != 0) != Test.Negated;
+  // The caller's own parameter passed on: its callers decide.
+  if (Test.Equals) {
+    if (const ParmVarDecl *P = unwrittenParameter(Arg))
+      Chained = {P, Test.Equals, Test.Negated};
+  } else if ((Chained = parameterTest(Arg))) {
+    Chained.Negated ^= Test.Negated;
+  }
+  return std::nullopt;
+}
+
 ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
                                    const ResolvedCall &Call,
                                    const State &S) const {
@@ -131,11 +153,8 @@ ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
       withClassFacts(Held, T);
     return Held;
   }
-  if (std::optional<Sourced<DeviceValue>> Device = enclosingModuleDevice(L, S)) {
-    ValueFacts Moved;
-    Moved.Device = *Device;
-    return Moved;
-  }
+  if (std::optional<ValueFacts> Part = enclosingModuleFacts(L, S))
+    return *Part;
   if (L.Kind == Location::Global && !L.Depth)
     if (const auto *Global = dyn_cast<VarDecl>(L.Root))
       return Program.globalFacts(*Global);
@@ -316,19 +335,34 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
   // What a callable part of a parameter held at entry: the caller's part.
   R.CallablesAtEntry = {};
   if (const ValueFacts::ParameterPart Part = InCallee.CallablesAtEntry;
-      Part && R.Callables.empty() && !R.CallablesKnown)
-    if (Location There = callerLocation(
-            Location::local(Part.Param).child(Selector::field(Part.Field)),
-            Call))
-      if (const ValueFacts *Held = S.lookup(There)) {
-        R.Callables = Held->Callables;
-        R.CallablesKnown = Held->CallablesKnown;
-        R.CallablesOnThis = Held->CallablesOnThis;
-        R.CallablesAtEntry = Held->CallablesAtEntry;
-      }
+      Part && R.Callables.empty() && !R.CallablesKnown) {
+    std::optional<ValueFacts> Held;
+    if (!Part.Field) {
+      Held = entryValueAt(*Part.Param, Call, S);
+    } else if (Location There = callerLocation(
+                   Location::local(Part.Param).child(Selector::field(Part.Field)),
+                   Call)) {
+      if (const ValueFacts *F = S.lookup(There))
+        Held = *F;
+    }
+    if (Held) {
+      R.Callables = Held->Callables;
+      R.CallablesKnown = Held->CallablesKnown;
+      R.CallablesOnThis = Held->CallablesOnThis;
+      R.CallablesAtEntry = Held->CallablesAtEntry;
+    }
+  }
   R.Pin = Substitute(InCallee.Pin, &ValueFacts::Pin);
   R.Graph = Substitute(InCallee.Graph, &ValueFacts::Graph);
   R.Mode = Substitute(InCallee.Mode, &ValueFacts::Mode);
+  R.ModeIf = {};
+  if (InCallee.ModeIf)
+    if (std::optional<bool> Train =
+            decideParameterTest(InCallee.ModeIf, Call, S, R.ModeIf))
+      R.Mode = throughCall(
+          Sourced<ModuleMode>{*Train ? ModuleMode::Train : ModuleMode::Eval,
+                              InCallee.Mode.Origin},
+          Call);
   // What the callee did not establish itself comes with the entry value.
   const ValueDecl *Entry = InCallee.Device.Entry   ? InCallee.Device.Entry
                            : InCallee.Pin.Entry    ? InCallee.Pin.Entry

@@ -142,11 +142,15 @@ static ValueFacts entryValueOf(const ValueDecl &D) {
 State ProgramModel::parametricEntry(const FunctionDecl &Function) {
   State Entry;
   for (const ParmVarDecl *P : Function.parameters()) {
-    if (isTrackedType(P->getType()))
-      Entry.set(Location::local(P), entryValueOf(*P));
-    // The callables a struct parameter's fields hold (a config's hooks):
-    // the callers'.
+    // The callables a callable parameter, or a struct parameter's fields
+    // (a config's hooks), hold: the callers'.
     QualType T = P->getType().getNonReferenceType();
+    if (isTrackedType(P->getType())) {
+      ValueFacts F = entryValueOf(*P);
+      if (isCallableType(T))
+        F.CallablesAtEntry = {P, nullptr};
+      Entry.set(Location::local(P), F);
+    }
     const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
     if (!RD || !RD->hasDefinition() || isTorchValueType(T) ||
         containerRecord(T) || isCallableType(T) || RD->isLambda())

@@ -101,6 +101,9 @@ struct FunctionSummary {
   bool MayThrow = false;
   /// Some path may switch any module's mode (PathFacts::ModesClobbered).
   bool ClobbersModes = false;
+  /// Some path runs a layer of `*this` (a module's own `decode()`): a call
+  /// of it runs the module (FlowModel::runsModule).
+  bool RunsOwnLayers = false;
 
   /// The function changes nothing its callers see: it only computes what
   /// it returns (a caller that discards the result loses all it did). A

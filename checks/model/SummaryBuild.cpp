@@ -218,6 +218,9 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
         A.loopContext(*Call).Loop.isInvalid())
       S.TrainsPerCall = true;
     S.MayRunOpaqueBackward |= M.mayTrain(*Call, Before);
+    if (ModuleCall Run; !S.RunsOwnLayers && M.runsModule(*Call, Run) &&
+                        M.isOwnLayer(Run))
+      S.RunsOwnLayers = true;
     if (isSynchronizeCall(*Call, options()))
       S.MaySynchronize = true;
     else if (const FunctionSummary *Inner = A.model().summaryAt(*Call, Before))

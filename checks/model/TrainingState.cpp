@@ -121,16 +121,49 @@ void FlowModel::transferGradientState(const CallExpr &Call,
 }
 
 
-const ParmVarDecl *FlowModel::unwrittenBoolParameter(const Expr *E) const {
+const ParmVarDecl *FlowModel::unwrittenParameter(const Expr *E) const {
   const auto *Ref =
       E ? dyn_cast<DeclRefExpr>(E->IgnoreParenImpCasts()) : nullptr;
   const auto *P = Ref ? dyn_cast<ParmVarDecl>(Ref->getDecl()) : nullptr;
   if (!P || !Function || P->getDeclContext() != Function ||
-      !P->getType()->isBooleanType() || !Function->getBody())
+      !P->getType()->isIntegralOrEnumerationType() || !Function->getBody())
     return nullptr;
   return ExprMutationAnalyzer(*Function->getBody(), Ctx).isMutated(P)
              ? nullptr
              : P;
+}
+
+const ParmVarDecl *FlowModel::unwrittenBoolParameter(const Expr *E) const {
+  const ParmVarDecl *P = unwrittenParameter(E);
+  return P && P->getType()->isBooleanType() ? P : nullptr;
+}
+
+ParameterTest FlowModel::parameterTest(const Expr *E) const {
+  if (!E)
+    return {};
+  E = E->IgnoreParenImpCasts();
+  if (const auto *Not = dyn_cast<UnaryOperator>(E);
+      Not && Not->getOpcode() == UO_LNot) {
+    ParameterTest T = parameterTest(Not->getSubExpr());
+    T.Negated = !T.Negated;
+    return T;
+  }
+  if (const auto *Cmp = dyn_cast<BinaryOperator>(E);
+      Cmp && (Cmp->getOpcode() == BO_EQ || Cmp->getOpcode() == BO_NE)) {
+    for (auto [Side, Other] : {std::pair(Cmp->getLHS(), Cmp->getRHS()),
+                               std::pair(Cmp->getRHS(), Cmp->getLHS())}) {
+      const ParmVarDecl *P = unwrittenParameter(Side);
+      Expr::EvalResult R;
+      if (P && !P->getType()->isBooleanType() && !Other->isValueDependent() &&
+          Other->EvaluateAsInt(R, Ctx) &&
+          R.Val.getInt().getSignificantBits() <= 63)
+        return {P, R.Val.getInt().getExtValue(), Cmp->getOpcode() == BO_NE};
+    }
+    return {};
+  }
+  if (const ParmVarDecl *P = unwrittenBoolParameter(E))
+    return {P, std::nullopt, false};
+  return {};
 }
 
 /// Where a switch is, for notes: a macro's use site (`AMP_ON()`).

@@ -224,3 +224,34 @@ torch::Tensor forward_checked_first(Net &net, const torch::Tensor &x) {
   at::autocast::set_autocast_enabled(at::kCUDA, false);
   return y;
 }
+// A guard owned by a std::unique_ptr: reset() and the pointer's scope end
+// run its destructor, which restores autocast.
+void owned_guard_released(Net &net, torch::optim::Optimizer &opt, bool amp) {
+  for (int i = 0; i < 10; ++i) {
+    std::unique_ptr<AutocastScope> scope;
+    if (amp)
+      scope = std::make_unique<AutocastScope>();
+    auto loss = net->forward(batch()).mean();
+    scope.reset();
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a loss computed in a float16 autocast region with no loss scaling
+    // CHECK-MESSAGES: :[[@LINE-5]]:15: note: the float16 region that computed the loss starts here
+    opt.step();
+  }
+}
+void owned_guard_held(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    auto scope = std::make_unique<AutocastScope>();
+    net->forward(batch()).mean().backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:34: warning: backward() runs inside an autocast region
+    // CHECK-MESSAGES: :[[@LINE-3]]:18: note: autocast is switched on here
+    opt.step();
+  }
+}
+void after_owned_guard(Net &net, torch::optim::Optimizer &opt) {
+  {
+    auto scope = std::make_unique<AutocastScope>();
+    net->forward(batch());
+  }
+  net->forward(batch()).mean().backward();
+}

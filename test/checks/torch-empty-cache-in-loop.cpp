@@ -209,3 +209,36 @@ void run_with_config_hooks() {
   HookedTrainer trainer(hooks);
   trainer.fit(100);
 }
+
+// A callable handed to a constructor or a setter and kept in a member: the
+// member holds what each caller passed.
+class StepLoop {
+public:
+  StepLoop() = default;
+  explicit StepLoop(std::function<void()> after) : after_(std::move(after)) {}
+  void on_step(std::function<void()> after) { after_ = std::move(after); }
+  void run(int steps) {
+    for (int s = 0; s < steps; ++s) {
+      train_step();
+      after_();
+    }
+  }
+
+private:
+  std::function<void()> after_;
+};
+void hook_by_constructor(int steps) {
+  StepLoop loop([] {
+    alloc::emptyCache();
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'emptyCache()' inside a loop {{.*}}[torch-empty-cache-in-loop]
+  });
+  loop.run(steps);
+}
+void hook_by_setter(int steps) {
+  StepLoop loop;
+  loop.on_step([] {
+    alloc::emptyCache();
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'emptyCache()' inside a loop {{.*}}[torch-empty-cache-in-loop]
+  });
+  loop.run(steps);
+}

@@ -1,0 +1,122 @@
+// RUN: %check_torch_tidy %s torch-eval-mode-missing %t
+//
+// Modes that a value decides: `train(on)` with a flag the callers pass (a
+// bool, or an enum compared with a constant, through helpers), a mode saved
+// with is_training() and restored with train(was); and a module's own
+// method that runs its layers (`model->decode(z)`), judged at its call.
+
+#include <torch/torch.h>
+
+struct TaggerImpl : torch::nn::Module {
+  TaggerImpl() {
+    fc = register_module("fc", torch::nn::Linear(8, 4));
+    drop = register_module("drop", torch::nn::Dropout(0.3));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc(drop(x)); }
+  // Greedy decoding: runs the layers without forward().
+  torch::Tensor decode(torch::Tensor x) {
+    auto h = drop(x);
+    for (int t = 0; t < 4; ++t)
+      h = fc(drop(h));
+    return h.argmax(-1);
+  }
+  // Reads a weight: runs no layer.
+  torch::Tensor head_norm() { return fc->weight.sum(); }
+  torch::nn::Linear fc{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(Tagger);
+
+torch::Tensor batch();
+
+enum class Phase { Fit, Validate };
+
+void set_training(torch::nn::Module &m, bool on) { m.train(on); }
+void set_phase(torch::nn::Module &m, Phase p) { m.train(p == Phase::Fit); }
+void enter(Tagger &net, Phase p) { set_phase(*net, p); }
+
+double score(Tagger &net) {
+  torch::NoGradGuard no_grad;
+  return net->forward(batch()).sum().item<double>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
+
+void flag_true_then_scored() {
+  Tagger net;
+  set_training(*net, false);
+  score(net);
+  set_training(*net, true);
+  score(net);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: note: called here
+}
+
+double validate(Tagger &net) {
+  torch::NoGradGuard no_grad;
+  return net->forward(batch()).mean().item<double>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
+
+void phase_through_two_helpers() {
+  Tagger net;
+  enter(net, Phase::Validate);
+  validate(net);
+  enter(net, Phase::Fit);
+  validate(net);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: note: called here
+}
+
+// A flag no call makes known: unknown, silent.
+void phase_from_config(Tagger &net, int raw) {
+  set_phase(*net, static_cast<Phase>(raw));
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+}
+
+// Saved and restored: the mode it was in, not training.
+void probe_and_restore(Tagger &net) {
+  bool was_training = net->is_training();
+  net->eval();
+  {
+    torch::NoGradGuard no_grad;
+    net->forward(batch());
+  }
+  net->train(was_training);
+}
+
+void restored_eval_mode_stays() {
+  Tagger net;
+  net->eval();
+  probe_and_restore(net);
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+}
+
+void restored_train_mode_stays() {
+  Tagger net;
+  probe_and_restore(net);
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
+
+// The module's own decode() runs its Dropout: one finding, at the call.
+void decode_in_training_mode() {
+  Tagger net;
+  torch::NoGradGuard no_grad;
+  net->decode(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
+
+void decode_in_eval_mode() {
+  Tagger net;
+  net->eval();
+  torch::NoGradGuard no_grad;
+  net->decode(batch());
+}
+
+// A method that runs no layer is no forward.
+void norm_in_training_mode() {
+  Tagger net;
+  torch::NoGradGuard no_grad;
+  net->head_norm();
+}
