@@ -39,10 +39,7 @@ public:
     Out.Operands.push_back({M.evaluate(MC.Module, St), "", MC.Module});
     // A layer's forward inside a module's forward or own method runs in
     // the mode of the module that calls it: that call is the one judged.
-    const auto *Method = dyn_cast_or_null<CXXMethodDecl>(M.function());
-    if ((Method && Method->getIdentifier() && Method->getName() == "forward" &&
-         isModuleHandleType(M.context().getRecordType(Method->getParent()))) ||
-        M.isOwnLayer(MC))
+    if (M.isOwnLayer(MC))
       Out.Flags |= InsideModuleForward;
     if (M.function() &&
         matchesNameList(*M.function(), M.options().EvaluationFunctions))

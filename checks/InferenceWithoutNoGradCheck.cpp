@@ -28,15 +28,12 @@ public:
     const auto *Call = dyn_cast<CallExpr>(&S);
     ModuleCall MC;
     if (!Call || Call->isTypeDependent() || Call->getBeginLoc().isMacroID() ||
-        !matchModuleCall(*Call, MC))
+        !M.runsModule(*Call, MC))
       return false;
     Out.Operands.push_back({M.evaluate(MC.Module, St), "", MC.Module});
-    // A submodule's forward inside a module's own forward runs when that
-    // forward runs, and calling it is a forward of its own. Another method
-    // (a validation_step hook) is no forward: its callers call no module.
-    if (const auto *Method = dyn_cast_or_null<CXXMethodDecl>(M.function());
-        Method && Method->getIdentifier() && Method->getName() == "forward" &&
-        isModuleHandleType(M.context().getRecordType(Method->getParent())))
+    // A layer's forward inside a module's forward or own method (`embed()`)
+    // runs when that method runs: calling it is the forward judged.
+    if (M.isOwnLayer(MC))
       Out.Flags = InsideModuleForward;
     return true;
   }

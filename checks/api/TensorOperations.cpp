@@ -84,6 +84,10 @@ bool isElementwiseFunction(llvm::StringRef Name) {
       .Default(false);
 }
 
+bool isPointwise(llvm::StringRef Name) {
+  return isElementwiseFunction(Name) || isElementwiseOfTwo(Name);
+}
+
 bool returnsValuesAndIndices(llvm::StringRef Name) {
   return llvm::StringSwitch<bool>(Name)
       .Cases("max", "min", "topk", "sort", "kthvalue", "mode", true)

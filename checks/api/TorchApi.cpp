@@ -283,6 +283,19 @@ bool isSharedModuleHandleType(QualType T) {
           RD->getQualifiedNameAsString() == "torch::jit::Module");
 }
 
+bool isErasedModuleType(QualType T) {
+  T = T.getNonReferenceType().getCanonicalType();
+  if (T->isPointerType())
+    T = T->getPointeeType().getCanonicalType();
+  const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
+  if (RD && isStdClass(RD, "shared_ptr"))
+    if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD);
+        Spec && Spec->getTemplateArgs().size() >= 1 &&
+        Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
+      RD = Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
+  return RD && RD->getQualifiedNameAsString() == "torch::nn::Module";
+}
+
 llvm::StringRef moduleMemberAccess(QualType Handle) {
   Handle = Handle.getNonReferenceType().getCanonicalType();
   const CXXRecordDecl *RD = Handle->getAsCXXRecordDecl();

@@ -127,6 +127,9 @@ ModeDependence layerModeDependence(const CXXRecordDecl &Layer);
 /// A module handle whose copies share one module: a holder (`Net`), a
 /// `std::shared_ptr` of a module, a TorchScript module.
 bool isSharedModuleHandleType(QualType T);
+/// `torch::nn::Module` itself, through a reference, a pointer or a
+/// `std::shared_ptr`: a module of any class (`net->children()`' layers).
+bool isErasedModuleType(QualType T);
 
 /// How a call of a method of module handle \p Handle is written: `->` for
 /// a holder or a pointer (`net->eval()`), `.` for a module object.
@@ -151,6 +154,9 @@ bool isElementwiseFunction(llvm::StringRef Name);
 /// method on its object; in-place spellings without the `_`): `add`, `eq`,
 /// `masked_fill`, `where`, ...
 bool isElementwiseOfTwo(llvm::StringRef Name);
+/// A point-wise operation, of one tensor or of several that broadcast: the
+/// result has the rank of its highest-rank operand.
+bool isPointwise(llvm::StringRef Name);
 /// Tensor functions and methods that return a (values, indices) tuple
 /// (`max(dim)`, `topk`, `sort`, ...): the indices carry no graph.
 bool returnsValuesAndIndices(llvm::StringRef Name);

@@ -374,6 +374,10 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
       if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(
               Construct->getArg(0)->IgnoreImplicit()))
         List = dyn_cast<InitListExpr>(Std->getSubExpr()->IgnoreImplicit());
+    // `v = {0, 1};`: the assignment's initializer list.
+    if (const auto *Std = dyn_cast<CXXStdInitializerListExpr>(Stripped);
+        !List && Std)
+      List = dyn_cast<InitListExpr>(Std->getSubExpr()->IgnoreImplicit());
     if (!List)
       List = dyn_cast<InitListExpr>(Stripped);
     // `std::array<T, N> a{x, y}`: an aggregate whose one member, a built-in

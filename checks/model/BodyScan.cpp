@@ -138,17 +138,20 @@ public:
         !Construct->getConstructor()->isCopyOrMoveConstructor() &&
         Construct->getConstructor()->isUserProvided())
       Constructed.push_back({VD, Construct});
-    // `Net copy = model;`: a second handle of the same module.
+    // `Net copy = model;`, `Net copy = trainer.model();` (a getter of a
+    // member): a second handle of the same module.
     if (isSharedModuleHandleType(VD->getType()) &&
         !VD->getType()->isReferenceType())
       if (const auto *Copy = dyn_cast<CXXConstructExpr>(
               VD->getInit()->IgnoreImplicit());
-          Copy && Copy->getConstructor()->isCopyConstructor())
-        if (const auto *Ref = dyn_cast<DeclRefExpr>(
-                Copy->getArg(0)->IgnoreParenImpCasts());
-            Ref && isa<VarDecl>(Ref->getDecl()) &&
-            isSharedModuleHandleType(Ref->getType()))
-          HandleCopies.push_back({VD, Ref});
+          Copy && Copy->getConstructor()->isCopyConstructor()) {
+        const Expr *Source = Copy->getArg(0)->IgnoreParenImpCasts();
+        const auto *Ref = dyn_cast<DeclRefExpr>(Source);
+        if (isSharedModuleHandleType(Source->getType()) &&
+            (Ref ? isa<VarDecl>(Ref->getDecl())
+                 : isa<MemberExpr, CXXMemberCallExpr>(Source)))
+          HandleCopies.push_back({VD, Source});
+      }
     if (!VD->getType()->isPointerType())
       return true;
     if (const auto *UO =
@@ -211,18 +214,70 @@ public:
       ResettingLoopRanges.insert(Range);
     if (Range && Finder.CallsElement)
       CallingLoopRanges.insert(Range);
+    if (Range && visitsEachElementUnwritten(*Loop))
+      ElementwiseLoopRanges.insert(Range);
     return true;
   }
 
+  /// Whether a range-for's body reaches the container it walks only through
+  /// its loop variable: a local container the body does not name, or a
+  /// member of `*this` in a body that does not use `this`.
+  static bool visitsEachElementUnwritten(const CXXForRangeStmt &Loop) {
+    const Expr *Init = Loop.getRangeInit();
+    if (!Init)
+      return false;
+    Init = Init->IgnoreParenImpCasts();
+    const ValueDecl *Named = nullptr;
+    bool OnThis = false;
+    if (const auto *Ref = dyn_cast<DeclRefExpr>(Init)) {
+      const auto *Var = dyn_cast<VarDecl>(Ref->getDecl());
+      if (!Var || !Var->hasLocalStorage() || Var->getType()->isReferenceType())
+        return false;
+      Named = Var;
+    } else if (const auto *Member = dyn_cast<MemberExpr>(Init);
+               Member && isa<CXXThisExpr>(Member->getBase()->IgnoreImpCasts())) {
+      Named = Member->getMemberDecl();
+      OnThis = true;
+    } else {
+      return false;
+    }
+    struct Finder : RecursiveASTVisitor<Finder> {
+      const ValueDecl *Named = nullptr;
+      bool OnThis = false, Found = false;
+      bool VisitDeclRefExpr(DeclRefExpr *Ref) {
+        Found |= Ref->getDecl() == Named;
+        return !Found;
+      }
+      bool VisitCXXThisExpr(CXXThisExpr *) {
+        Found |= OnThis;
+        return !Found;
+      }
+      bool VisitLambdaExpr(LambdaExpr *L) {
+        // A capture by reference of the whole object or of the container.
+        for (const LambdaCapture &C : L->captures())
+          Found |= (C.capturesThis() && OnThis) ||
+                   (C.capturesVariable() && C.getCapturedVar() == Named);
+        return !Found;
+      }
+    } F;
+    F.Named = Named;
+    F.OnThis = OnThis;
+    F.TraverseStmt(const_cast<Stmt *>(Loop.getBody()));
+    return !F.Found;
+  }
+
   llvm::DenseSet<const VarDecl *> CallingLoopRanges;
+  llvm::DenseSet<const VarDecl *> ElementwiseLoopRanges;
 
   /// The handle copies that name their source's module for the whole body:
   /// neither is ever assigned.
   void addHandleAliases(
       llvm::DenseMap<const ValueDecl *, const Expr *> &Out) const {
-    for (const auto &[Copy, Source] : HandleCopies)
-      if (!Writes.lookup(Copy) && !Writes.lookup(Source->getDecl()))
+    for (const auto &[Copy, Source] : HandleCopies) {
+      const auto *Ref = dyn_cast<DeclRefExpr>(Source);
+      if (!Writes.lookup(Copy) && !(Ref && Writes.lookup(Ref->getDecl())))
         Out.try_emplace(Copy, Source);
+    }
   }
 
   /// The objects whose members name what their construction passed.
@@ -315,7 +370,7 @@ private:
   llvm::SmallVector<std::pair<const ValueDecl *, const ValueDecl *>, 2> Aliases;
   llvm::DenseMap<const ValueDecl *, unsigned> PointerUses, PointerDerefs;
   llvm::DenseSet<const ValueDecl *> CapturedPointers;
-  llvm::SmallVector<std::pair<const ValueDecl *, const DeclRefExpr *>, 1>
+  llvm::SmallVector<std::pair<const ValueDecl *, const Expr *>, 1>
       HandleCopies;
 };
 
@@ -467,6 +522,7 @@ FlowModel::FlowModel(const Decl *Owner, ASTContext &Ctx, ProgramModel &Program)
   PinnedHostPointers = std::move(Scanner.PinnedPointers);
   CapturedByReference = std::move(Scanner.CapturedByReference);
   CallingLoopRanges = std::move(Scanner.CallingLoopRanges);
+  ElementwiseLoopRanges = std::move(Scanner.ElementwiseLoopRanges);
   EscapingMemberAddresses = std::move(Scanner.MemberAddresses);
 }
 

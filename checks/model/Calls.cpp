@@ -314,6 +314,12 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   llvm::StringRef Action;
   if (const Expr *Module = moduleArgumentOf(Call, Action)) {
     Location L = locationOf(Module);
+    // A mode switched on a module the analysis cannot name (a layer of
+    // `net->children()`, held as a plain `Module`) may be any module's.
+    const auto *Param = dyn_cast_or_null<ParmVarDecl>(L.Root);
+    if ((Action == "train" || Action == "eval") &&
+        (!L || (!Param && isErasedModuleType(Module->getType()))))
+      forgetModes(St);
     if (!L)
       return;
     ValueFacts F = heldForUpdate(L, St);

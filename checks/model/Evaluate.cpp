@@ -456,7 +456,7 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       // operand's shape: 0-dim only when every operand may be (as
       // combineOperands found); other functions may reduce.
       if (!FD->isOverloadedOperator() &&
-          !(FD->getIdentifier() && isElementwiseFunction(FD->getName())))
+          !(FD->getIdentifier() && isPointwise(FD->getName())))
         F.MayBeZeroDim = true;
     } else if (const FunctionSummary *Summary = Program.summaryForCall(Call)) {
       ResolvedCall R = resolve(Call);
@@ -466,6 +466,12 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       stampAutocast(F, S);
       if (isTensorType(Call.getType()))
         keepArgumentGraphs(R, S, F);
+      // A module's own method that runs its layers (`model->embed(x)`) is
+      // a forward of the module: its output's graph is this call's.
+      if (ModuleCall Run; F.Graph.Value == GraphState::InGraph &&
+                          Summary->RunsOwnLayers && runsModule(Call, Run) &&
+                          !llvm::is_contained(F.GraphSources, &Call))
+        F.GraphSources.push_back(&Call);
     } else if (const Expr *Object = memberCallObject(Call);
                Object && isModuleHandleType(Object->getType()) &&
                FD->getIdentifier() && FD->getName() == "clone") {

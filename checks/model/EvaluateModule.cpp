@@ -82,8 +82,13 @@ bool FlowModel::isOwnLayer(const ModuleCall &Run) const {
   if (!Method || Method->isStatic() || Run.TypeErased ||
       !isModuleHandleType(Ctx.getRecordType(Method->getParent())))
     return false;
+  // Anything a module's own forward runs; elsewhere, one of its layers, or
+  // the module itself (`forward(x)` in `score()`) in a method whose calls
+  // run this body (a virtual hook's callers may name only its base).
+  if (Method->getIdentifier() && Method->getName() == "forward")
+    return true;
   Location L = locationOf(Run.Module);
-  return L.Kind == Location::This && L.Depth > 0;
+  return L.Kind == Location::This && (L.Depth > 0 || !Method->isVirtual());
 }
 
 ValueFacts FlowModel::evaluateModuleCall(const Expr &E, const ModuleCall &MC,

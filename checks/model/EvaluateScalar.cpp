@@ -262,12 +262,22 @@ ScalarFacts FlowModel::evaluateScalar(const Expr *E, const State &S) const {
   }
   // `t.is_cuda()`, `device.is_cuda()`: a tensor or device on CUDA means a
   // machine with CUDA.
-  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E))
+  if (const auto *Member = dyn_cast<CXXMemberCallExpr>(E)) {
     if (const CXXMethodDecl *MD = Member->getMethodDecl();
         MD && MD->getIdentifier() && MD->getName() == "is_cuda") {
       F.IfTrue.Cuda = true;
       return F;
     }
+    // `if (on_step_)`: a callable that holds a function on every path.
+    if (const Expr *Object = Member->getImplicitObjectArgument();
+        Object && isa_and_nonnull<CXXConversionDecl>(Member->getMethodDecl()) &&
+        isCallableType(Object->getType())) {
+      ValueFacts Held = evaluate(Object, S);
+      if (Held.CallablesKnown && !Held.Callables.empty())
+        F.Known = 1;
+      return F;
+    }
+  }
   if (const auto *Cond = dyn_cast<ConditionalOperator>(E)) {
     ValueFacts A, B;
     A.Scalar = evaluateScalar(Cond->getTrueExpr(), S);

@@ -35,6 +35,14 @@ static bool keepsShape(llvm::StringRef Method) {
       .Default(false);
 }
 
+/// Tensor methods that multiply or divide their receiver.
+static bool scalesValue(llvm::StringRef Method) {
+  return llvm::StringSwitch<bool>(Method)
+      .Cases("mul", "mul_", "div", "div_", "multiply", "divide", true)
+      .Cases("true_divide", "true_divide_", "multiply_", "divide_", true)
+      .Default(false);
+}
+
 /// Tensor methods whose result has at least one dimension, whatever the
 /// receiver's rank.
 static bool addsDimension(llvm::StringRef Method) {
@@ -72,18 +80,19 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
     if (isTensorType(Op->getType()))
       Facts.push_back(evaluate(Op, S));
   ValueFacts F = combineOperands(E, Facts, S);
-  // A sum of mean losses is one; a product or a quotient scales it.
+  // A sum of mean losses is one; a product or a quotient is no plain mean
+  // loss, whatever its operands (not merely unknown, which a caller's entry
+  // value would fill in: `return loss / n;`).
   const auto *Call = dyn_cast<CXXOperatorCallExpr>(&E);
   bool Sum = Call && (Call->getOperator() == OO_Plus ||
                       Call->getOperator() == OO_Minus);
+  bool Scales = Call && (Call->getOperator() == OO_Star ||
+                         Call->getOperator() == OO_Slash);
+  auto IsMean = [](const ValueFacts &O) { return O.MeanLoss == Tri::Yes; };
   setMeanLoss(F,
-              Sum && !Facts.empty() &&
-                      llvm::all_of(Facts,
-                                   [](const ValueFacts &O) {
-                                     return O.MeanLoss == Tri::Yes;
-                                   })
-                  ? Tri::Yes
-                  : Tri::Unknown,
+              Sum && !Facts.empty() && llvm::all_of(Facts, IsMean) ? Tri::Yes
+              : Scales && !Facts.empty()                           ? Tri::No
+                                                                   : Tri::Unknown,
               S);
   // Comparisons and bitwise operators make bool or integer tensors, which
   // carry no graph (as `.gt()` and `.logical_and()` do not).
@@ -357,12 +366,14 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     }
     if (Name == "requires_grad_")
       F.Graph = {};
-    setMeanLoss(F, meanLoss(Call), S);
+    // `loss.div(n)`, `loss.mul_(w)`: a scaled loss, no plain mean one.
+    setMeanLoss(F, scalesValue(Name) ? Tri::No : meanLoss(Call), S);
     // A reduction that keeps its dimensions keeps the rank.
     std::optional<bool> KeepDim =
         evaluateBool(argumentForParameter(Call, "keepdim"), S);
     F.MayBeZeroDim = addsDimension(Name) ? false
-                     : keepsShape(Name) || (KeepDim && *KeepDim)
+                     : keepsShape(Name) || isPointwise(Name) ||
+                               (KeepDim && *KeepDim)
                          ? Source.MayBeZeroDim
                          : true;
     // `.view({1, 3, 1, 1})`: a spelled shape of one or more dimensions.

@@ -410,11 +410,23 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
       State Out = St;
       if (Cond)
         refineOnEdge(*Block, Cond, /*Taken=*/Index == 0, Out);
+      if (const auto *ForRange =
+              dyn_cast_or_null<CXXForRangeStmt>(Block->getTerminatorStmt());
+          ForRange && Index == 0)
+        Model.enterRangeFor(*ForRange, Out);
       if (Index == 1)
         if (const auto *ForRange =
                 dyn_cast_or_null<CXXForRangeStmt>(Block->getTerminatorStmt()))
           if (!leaveRangeFor(*ForRange, *Block, Order,
                              NoIteration.contains(Block), Out)) {
+            Waiting.insert(Block);
+            continue;
+          }
+      if (Index == 1)
+        if (const auto *For =
+                dyn_cast_or_null<ForStmt>(Block->getTerminatorStmt()))
+          if (!leaveLoopSureToRun(*For, *Block, Order,
+                                  NoIteration.contains(Block), Out)) {
             Waiting.insert(Block);
             continue;
           }

@@ -25,6 +25,10 @@ namespace clang::tidy::torch {
 
 class ProgramModel;
 
+/// Whether the loop \p S runs its body at least once whenever it is
+/// reached, by its form alone (FlowLoops.cpp).
+bool runsAtLeastOnce(const Stmt *S, const ASTContext &Ctx);
+
 class FlowAnalysis {
 public:
   /// Block visits allowed per CFG block before the analysis gives up.
@@ -117,6 +121,13 @@ private:
   bool leaveRangeFor(const CXXForRangeStmt &Loop, const CFGBlock &Condition,
                      llvm::ArrayRef<unsigned> Order, bool NoIteration,
                      State &Out) const;
+  /// The state leaving a counting loop between constants through its
+  /// condition: what comes around its back edges (it ran at least once).
+  /// False while no back edge has a state and \p NoIteration is not
+  /// allowed yet.
+  bool leaveLoopSureToRun(const ForStmt &Loop, const CFGBlock &Condition,
+                          llvm::ArrayRef<unsigned> Order, bool NoIteration,
+                          State &Out) const;
 
   struct Loop {
     const CFGBlock *Header = nullptr;

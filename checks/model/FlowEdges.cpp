@@ -154,4 +154,34 @@ bool FlowAnalysis::leaveRangeFor(const CXXForRangeStmt &Loop,
   return true;
 }
 
+bool FlowAnalysis::leaveLoopSureToRun(const ForStmt &Loop,
+                                      const CFGBlock &Condition,
+                                      llvm::ArrayRef<unsigned> Order,
+                                      bool NoIteration, State &Out) const {
+  if (!Loop.getInc() || !runsAtLeastOnce(&Loop, Owner.getASTContext()))
+    return true;
+  // A counting loop between constants leaves only after an iteration: the
+  // state that comes around its back edges, not the one before it.
+  std::optional<State> Back;
+  for (const CFGBlock::AdjacentBlock &Pred : Condition.preds()) {
+    const CFGBlock *P = Pred.getReachableBlock();
+    if (!P || Order[P->getBlockID()] <= Order[Condition.getBlockID()])
+      continue;
+    const std::optional<State> &In = BlockEntry[P->getBlockID()];
+    if (!In)
+      continue;
+    State Around = *In;
+    runBlock(*P, Around, std::nullopt);
+    runBlock(Condition, Around, std::nullopt);
+    if (Back)
+      Back->joinWith(Around);
+    else
+      Back = std::move(Around);
+  }
+  if (!Back)
+    return NoIteration;
+  Out = std::move(*Back);
+  return true;
+}
+
 } // namespace clang::tidy::torch

@@ -29,8 +29,9 @@ void mapStatements(const Stmt *S, const CFGBlock *Block,
     mapStatements(Child, Block, Out);
 }
 
-/// Whether the loop \p S runs its body at least once whenever it is
-/// reached, by its form alone: a range-for over a fixed-size non-empty range
+} // namespace
+
+/// By its form alone: a range-for over a fixed-size non-empty range
 /// (`std::array<T, 2>`, a built-in array, a braced list) or a counting loop
 /// from a constant to a constant past it (`for (int h = 0; h < 2; ++h)`).
 bool runsAtLeastOnce(const Stmt *S, const ASTContext &Ctx) {
@@ -77,7 +78,6 @@ bool runsAtLeastOnce(const Stmt *S, const ASTContext &Ctx) {
   default: return false;
   }
 }
-} // namespace
 
 const CFGBlock *FlowAnalysis::blockOf(const Stmt &S) const {
   if (BlockOfStmt.empty()) {

@@ -170,6 +170,11 @@ public:
   /// What destroying the object an owning pointer of type \p OwningPointer
   /// holds does (`p.reset()`, the pointer's scope ending).
   void destroyOwnedObject(QualType OwningPointer, State &St) const;
+  /// A range-for of ElementwiseLoopRanges: its range variable keeps what
+  /// the elements held before the first iteration (rememberUnvisited), and
+  /// each iteration starts with them (enterRangeFor).
+  void rememberUnvisited(const VarDecl &Range, State &St) const;
+  void enterRangeFor(const CXXForRangeStmt &Loop, State &St) const;
   void transferDestructor(const VarDecl &Var, State &St) const;
   /// A constructor's member initialiser.
   void initializeMember(const CXXCtorInitializer &Init, State &St) const;
@@ -203,8 +208,9 @@ public:
   /// \p Call runs a module: its forward, or a method of its class whose
   /// summary runs the module's layers (`model->decode(z)`).
   bool runsModule(const CallExpr &Call, ModuleCall &Out) const;
-  /// \p Run's module is a layer of the module whose method this is (a
-  /// member of `*this`): it runs in its owner's mode, where the owner runs.
+  /// \p Run runs as part of the module whose method this is: anything in
+  /// its forward, and elsewhere `*this` or one of its layers. It runs in
+  /// the owner's mode where the owner's method is called: judged there.
   bool isOwnLayer(const ModuleCall &Run) const;
   /// The summary of the function \p Call runs in \p S; null when unknown.
   const FunctionSummary *summaryAt(const Expr &Call, const State &S) const;
@@ -494,6 +500,10 @@ private:
   /// Range variables of range-for loops whose body calls each element (a
   /// container of hooks): the loop runs what the elements hold.
   llvm::DenseSet<const VarDecl *> CallingLoopRanges;
+  /// The range variables of range-fors whose body reaches the container
+  /// only through the loop variable: each iteration visits an element no
+  /// earlier one wrote (enterRangeFor).
+  llvm::DenseSet<const VarDecl *> ElementwiseLoopRanges;
   /// The function switches autocast off (or back) somewhere; the throws
   /// its own try blocks catch.
   bool ClosesAutocast = false;

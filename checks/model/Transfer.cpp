@@ -263,6 +263,8 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
       // batch): what its old binding held goes.
       if (VD->getType()->isReferenceType())
         St.forgetTree(Location::local(VD));
+      if (ElementwiseLoopRanges.contains(VD))
+        rememberUnvisited(*VD, St);
       // A reference bound to a temporary owns it (`auto &&__range` of
       // `for (auto &x : make_clips())`): it holds the value.
       const Expr *Init = VD->getInit();
@@ -397,6 +399,38 @@ void FlowModel::destroyOwnedObject(QualType OwningPointer, State &St) const {
   if (RD && P.Autocast == AutocastState::On &&
       builtRecord(P.AutocastStart.first) == RD)
     applyAutocastDestruction(*RD, St);
+}
+
+/// Where a range variable keeps the unvisited elements: its own tree.
+static Location unvisitedElements(const VarDecl &Range) {
+  return Location::local(&Range).child(Selector::element());
+}
+
+void FlowModel::rememberUnvisited(const VarDecl &Range, State &St) const {
+  Location Container = Range.getInit() ? locationOf(Range.getInit()) : Location();
+  St.forgetTree(unvisitedElements(Range));
+  if (!Container)
+    return;
+  Location Elements = Container.child(Selector::element());
+  for (const Location &L : St.tree(Elements))
+    St.set(L.replacePrefix(Elements, unvisitedElements(Range)), St.get(L));
+}
+
+void FlowModel::enterRangeFor(const CXXForRangeStmt &Loop, State &St) const {
+  const auto *Range =
+      Loop.getRangeStmt()
+          ? dyn_cast_or_null<VarDecl>(Loop.getRangeStmt()->getSingleDecl())
+          : nullptr;
+  Location Container = Range && ElementwiseLoopRanges.contains(Range)
+                           ? locationOf(Loop.getRangeInit())
+                           : Location();
+  if (!Container)
+    return;
+  // The element this iteration visits is one no earlier iteration wrote.
+  Location Elements = Container.child(Selector::element());
+  St.forgetTree(Elements);
+  for (const Location &L : St.tree(unvisitedElements(*Range)))
+    St.set(L.replacePrefix(unvisitedElements(*Range), Elements), St.get(L));
 }
 
 void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {

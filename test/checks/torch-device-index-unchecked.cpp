@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 void use(const torch::Tensor &t);
 void use(torch::Device d);
@@ -167,3 +168,21 @@ void suppressed(torch::Tensor x) {
   x = x.to("cuda:1"); // NOLINT(torch-device-index-unchecked)
 }
 
+
+// Ordinals in a list assigned to a container (`gpus = {0, 2}`), as in one
+// it is built from.
+struct Rig {
+  std::vector<int> gpus;
+};
+void place_on_rig(const Rig &rig) {
+  for (int g : rig.gpus)
+    auto t = torch::ones({2}, torch::Device(torch::kCUDA, g));
+}
+void rig_from_list() {
+  if (!torch::cuda::is_available())
+    return;
+  Rig rig;
+  rig.gpus = {0, 2};
+  // CHECK-MESSAGES: :[[@LINE-1]]:18: warning: hard-coded CUDA device ordinal 2 is never checked{{.*}}[torch-device-index-unchecked]
+  place_on_rig(rig);
+}

@@ -2,8 +2,10 @@
 //
 // Modes that a value decides: `train(on)` with a flag the callers pass (a
 // bool, or an enum compared with a constant, through helpers), a mode saved
-// with is_training() and restored with train(was); and a module's own
-// method that runs its layers (`model->decode(z)`), judged at its call.
+// with is_training() and restored with train(was); a module's own method
+// that runs its layers (`model->decode(z)`, or its own forward), judged at
+// its call; a handle copied from a getter names the same module; a mode
+// switched on layers reached through children() may be any module's.
 
 #include <torch/torch.h>
 
@@ -20,6 +22,8 @@ struct TaggerImpl : torch::nn::Module {
       h = fc(drop(h));
     return h.argmax(-1);
   }
+  // Runs the module's own forward.
+  torch::Tensor score(torch::Tensor x) { return forward(x).sum(-1); }
   // Reads a weight: runs no layer.
   torch::Tensor head_norm() { return fc->weight.sum(); }
   torch::nn::Linear fc{nullptr};
@@ -119,4 +123,37 @@ void norm_in_training_mode() {
   Tagger net;
   torch::NoGradGuard no_grad;
   net->head_norm();
+}
+
+void score_in_training_mode() {
+  Tagger net;
+  torch::NoGradGuard no_grad;
+  net->score(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
+
+class Holder {
+public:
+  Tagger &model() { return model_; }
+
+private:
+  Tagger model_;
+};
+
+// `deployed` and `holder.model()` are one module.
+void alias_from_getter() {
+  Holder holder;
+  Tagger deployed = holder.model();
+  deployed->eval();
+  torch::NoGradGuard no_grad;
+  holder.model()->forward(batch());
+}
+
+// Every layer switched one by one: which module's layers is not followed.
+void layers_switched_one_by_one() {
+  Tagger net;
+  for (auto &layer : net->children())
+    layer->eval();
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
 }

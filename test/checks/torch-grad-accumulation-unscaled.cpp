@@ -227,3 +227,28 @@ void counted_in_a_predicate(Net &net, torch::optim::Optimizer &opt, Accumulator 
     }
   }
 }
+
+// A helper that divides (or multiplies) the loss returns no plain mean loss,
+// whatever its caller's loss was.
+torch::Tensor scaled(const torch::Tensor &loss, int n) { return loss / n; }
+torch::Tensor halved(const torch::Tensor &loss) { return loss.div(2); }
+void scaled_by_a_helper(Net &net, torch::optim::Optimizer &opt, int accum) {
+  for (int i = 0; i < 100; ++i) {
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    scaled(loss, accum).backward();
+    if ((i + 1) % accum == 0) {
+      opt.step();
+      opt.zero_grad();
+    }
+  }
+}
+void halved_by_a_helper(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 100; ++i) {
+    auto loss = torch::nn::functional::cross_entropy(net->forward(batch()), labels());
+    halved(loss).backward();
+    if ((i + 1) % 2 == 0) {
+      opt.step();
+      opt.zero_grad();
+    }
+  }
+}

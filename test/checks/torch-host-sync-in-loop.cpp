@@ -549,3 +549,4 @@ void read_loop_joined_helper(torch::Device device, Net &net, torch::optim::SGD &
     // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: 'loss.item<float>()' synchronises the host with the GPU on every training step where 'device' is CUDA{{.*}}[torch-host-sync-in-loop]
   }
 }
+

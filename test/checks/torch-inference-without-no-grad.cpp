@@ -480,3 +480,21 @@ double evaluate_any_no_grad(torch::nn::AnyModule &model, const std::vector<torch
     total += model.forward(x).sum().item<double>();
   return total;
 }
+
+// A module's own method that runs its layers is a forward of the module,
+// reported at its call (once, not at each layer it runs).
+struct EncoderImpl : torch::nn::Module {
+  EncoderImpl() { fc = register_module("fc", torch::nn::Linear(8, 4)); }
+  torch::Tensor forward(torch::Tensor x) { return fc(x); }
+  torch::Tensor embed(torch::Tensor x) { return fc(x).relu(); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Encoder);
+std::vector<torch::Tensor> build_index(Encoder &enc,
+                                       const std::vector<torch::Tensor> &docs) {
+  std::vector<torch::Tensor> rows;
+  for (const auto &d : docs)
+    rows.push_back(enc->embed(d).detach());
+  // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard{{.*}}[torch-inference-without-no-grad]
+  return rows;
+}

@@ -214,3 +214,27 @@ void upload_iterator_batches(torch::Device device) {
     for (auto j = it; j != it + 8; ++j)
       auto x = j->to(device, /*non_blocking=*/true);
 }
+
+// Each iteration of a range-for visits an element no earlier iteration
+// wrote: a copy written back into its element does not make the next
+// element pinned or unknown.
+struct Tile {
+  int64_t row;
+  torch::Tensor pixels;
+};
+void upload_tiles_in_place(torch::Device device) {
+  std::vector<Tile> tiles;
+  for (int64_t r = 0; r < 4; ++r)
+    tiles.push_back({r, torch::randn({3, 8, 8})});
+  for (auto &tile : tiles)
+    tile.pixels = tile.pixels.to(device, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:31: warning: non_blocking copy of 'tile.pixels'{{.*}}[torch-non-blocking-pageable]
+  std::vector<Tile> pinned;
+  for (int64_t r = 0; r < 4; ++r)
+    pinned.push_back({r, torch::randn({3, 8, 8}).pin_memory()});
+  for (auto &tile : pinned)
+    tile.pixels = tile.pixels.to(device, /*non_blocking=*/true);
+  // After the loop every element holds its device copy.
+  for (auto &tile : tiles)
+    auto again = tile.pixels.to(device, /*non_blocking=*/true);
+}

@@ -87,6 +87,8 @@ public:
 
   // A few device-preserving operations.
   Tensor sum() const;
+  Tensor div(const Tensor &other) const;
+  Tensor div(const Scalar &other) const;
   Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(IntArrayRef dim, bool keepdim = false) const;

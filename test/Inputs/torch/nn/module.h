@@ -14,6 +14,7 @@ public:
   virtual ~Module() = default;
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
   virtual void train(bool on = true);
   void eval();
   virtual bool is_training() const noexcept;
