@@ -114,6 +114,28 @@ const Expr *FlowAnalysis::branchCondition(const CFGBlock &Block) const {
   return Cond;
 }
 
+/// The join of the states that come around the back edges of a loop whose
+/// condition is \p Condition, each as \p Around computes it from the edge's
+/// source block; none while no back edge has a state.
+template <typename AroundFn>
+static std::optional<State> joinBackEdges(const CFGBlock &Condition,
+                                          llvm::ArrayRef<unsigned> Order,
+                                          AroundFn Around) {
+  std::optional<State> Back;
+  for (const CFGBlock::AdjacentBlock &Pred : Condition.preds()) {
+    const CFGBlock *P = Pred.getReachableBlock();
+    if (!P || Order[P->getBlockID()] <= Order[Condition.getBlockID()])
+      continue;
+    if (std::optional<State> In = Around(*P)) {
+      if (Back)
+        Back->joinWith(*In);
+      else
+        Back = std::move(In);
+    }
+  }
+  return Back;
+}
+
 bool FlowAnalysis::leaveRangeFor(const CXXForRangeStmt &Loop,
                                  const CFGBlock &Condition,
                                  llvm::ArrayRef<unsigned> Order,
@@ -126,18 +148,10 @@ bool FlowAnalysis::leaveRangeFor(const CXXForRangeStmt &Loop,
   // The loop leaves through its condition once it has visited every
   // element: each holds what the body left in it, as at the back edges.
   // With no back edge reached yet, it ran no iteration: no element.
-  std::optional<State> Back;
-  for (const CFGBlock::AdjacentBlock &Pred : Condition.preds()) {
-    const CFGBlock *P = Pred.getReachableBlock();
-    if (!P || Order[P->getBlockID()] <= Order[Condition.getBlockID()])
-      continue;
-    if (const std::optional<State> &In = BlockEntry[P->getBlockID()]) {
-      if (Back)
-        Back->joinWith(*In);
-      else
-        Back = *In;
-    }
-  }
+  std::optional<State> Back =
+      joinBackEdges(Condition, Order, [&](const CFGBlock &P) {
+        return BlockEntry[P.getBlockID()];
+      });
   // Until a back edge has a state, the exit waits: what the first pass
   // computes from elements that hold nothing yet would stay unknown.
   if (!Back && !NoIteration)
@@ -162,22 +176,15 @@ bool FlowAnalysis::leaveLoopSureToRun(const ForStmt &Loop,
     return true;
   // A counting loop between constants leaves only after an iteration: the
   // state that comes around its back edges, not the one before it.
-  std::optional<State> Back;
-  for (const CFGBlock::AdjacentBlock &Pred : Condition.preds()) {
-    const CFGBlock *P = Pred.getReachableBlock();
-    if (!P || Order[P->getBlockID()] <= Order[Condition.getBlockID()])
-      continue;
-    const std::optional<State> &In = BlockEntry[P->getBlockID()];
-    if (!In)
-      continue;
-    State Around = *In;
-    runBlock(*P, Around, std::nullopt);
-    runBlock(Condition, Around, std::nullopt);
-    if (Back)
-      Back->joinWith(Around);
-    else
-      Back = std::move(Around);
-  }
+  std::optional<State> Back =
+      joinBackEdges(Condition, Order, [&](const CFGBlock &P) {
+        std::optional<State> Around = BlockEntry[P.getBlockID()];
+        if (Around) {
+          runBlock(P, *Around, std::nullopt);
+          runBlock(Condition, *Around, std::nullopt);
+        }
+        return Around;
+      });
   if (!Back)
     return NoIteration;
   Out = std::move(*Back);

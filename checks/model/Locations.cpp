@@ -114,6 +114,38 @@ Location FlowModel::algorithmElement(const ParmVarDecl &P,
   return Found;
 }
 
+/// Where a range variable keeps the unvisited elements: its own tree.
+static Location unvisitedElements(const VarDecl &Range) {
+  return Location::local(&Range).child(Selector::element());
+}
+
+void FlowModel::rememberUnvisited(const VarDecl &Range, State &St) const {
+  Location Container = Range.getInit() ? locationOf(Range.getInit()) : Location();
+  St.forgetTree(unvisitedElements(Range));
+  if (!Container)
+    return;
+  Location Elements = Container.child(Selector::element());
+  for (const Location &L : St.tree(Elements))
+    St.set(L.replacePrefix(Elements, unvisitedElements(Range)), St.get(L));
+}
+
+void FlowModel::enterRangeFor(const CXXForRangeStmt &Loop, State &St) const {
+  const auto *Range =
+      Loop.getRangeStmt()
+          ? dyn_cast_or_null<VarDecl>(Loop.getRangeStmt()->getSingleDecl())
+          : nullptr;
+  Location Container = Range && ElementwiseLoopRanges.contains(Range)
+                           ? locationOf(Loop.getRangeInit())
+                           : Location();
+  if (!Container)
+    return;
+  // The element this iteration visits is one no earlier iteration wrote.
+  Location Elements = Container.child(Selector::element());
+  St.forgetTree(Elements);
+  for (const Location &L : St.tree(unvisitedElements(*Range)))
+    St.set(L.replacePrefix(unvisitedElements(*Range), Elements), St.get(L));
+}
+
 Location FlowModel::pointeeLocation(const Expr *Pointer) const {
   for (unsigned Depth = 0; Pointer && Depth < 4; ++Depth) {
     const Expr *E = Pointer->IgnoreParenImpCasts();

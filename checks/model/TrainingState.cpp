@@ -12,6 +12,7 @@
 #include "Summary.h"
 #include "api/Autocast.h"
 #include "api/Losses.h"
+#include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "api/Training.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
@@ -254,6 +255,34 @@ void FlowModel::applyAutocastSummary(const Expr &Call,
     Path.AutocastHalfAsEntry =
         Summary->AutocastHalfAsEntry && Path.CudaDtypeAsEntry;
   }
+}
+
+/// The class of the object that \p Start built: `T(...)`, `new T`,
+/// `std::make_unique<T>(...)`.
+static const CXXRecordDecl *builtRecord(const Stmt *Start) {
+  const auto *E = dyn_cast_or_null<Expr>(Start);
+  if (!E)
+    return nullptr;
+  if (const auto *New = dyn_cast<CXXNewExpr>(E->IgnoreImplicit()))
+    return New->getAllocatedType()->getAsCXXRecordDecl();
+  QualType T = E->getType();
+  if (isOwningPointer(T))
+    T = ownedType(T);
+  return T->getAsCXXRecordDecl();
+}
+
+void FlowModel::destroyOwnedObject(QualType OwningPointer, State &St) const {
+  // Only std::unique_ptr: a shared object may live on in a copy.
+  const auto *Pointer = OwningPointer->getAsCXXRecordDecl();
+  if (!Pointer || !isStdClass(Pointer, "unique_ptr"))
+    return;
+  const CXXRecordDecl *RD = ownedType(OwningPointer)->getAsCXXRecordDecl();
+  // The object whose construction switched autocast on, as for a local
+  // guard (transferDestructor).
+  const PathFacts &P = St.path();
+  if (RD && P.Autocast == AutocastState::On &&
+      builtRecord(P.AutocastStart.first) == RD)
+    applyAutocastDestruction(*RD, St);
 }
 
 void FlowModel::applyAutocastDestruction(const CXXRecordDecl &RD,

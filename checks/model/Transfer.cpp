@@ -373,66 +373,6 @@ bool FlowModel::readsLocation(const Expr *E, const Location &L) const {
   return false;
 }
 
-/// The class of the object that \p Start built: `T(...)`, `new T`,
-/// `std::make_unique<T>(...)`.
-static const CXXRecordDecl *builtRecord(const Stmt *Start) {
-  const auto *E = dyn_cast_or_null<Expr>(Start);
-  if (!E)
-    return nullptr;
-  if (const auto *New = dyn_cast<CXXNewExpr>(E->IgnoreImplicit()))
-    return New->getAllocatedType()->getAsCXXRecordDecl();
-  QualType T = E->getType();
-  if (isOwningPointer(T))
-    T = ownedType(T);
-  return T->getAsCXXRecordDecl();
-}
-
-void FlowModel::destroyOwnedObject(QualType OwningPointer, State &St) const {
-  // Only std::unique_ptr: a shared object may live on in a copy.
-  const auto *Pointer = OwningPointer->getAsCXXRecordDecl();
-  if (!Pointer || !isStdClass(Pointer, "unique_ptr"))
-    return;
-  const CXXRecordDecl *RD = ownedType(OwningPointer)->getAsCXXRecordDecl();
-  // The object whose construction switched autocast on, as for a local
-  // guard (transferDestructor).
-  const PathFacts &P = St.path();
-  if (RD && P.Autocast == AutocastState::On &&
-      builtRecord(P.AutocastStart.first) == RD)
-    applyAutocastDestruction(*RD, St);
-}
-
-/// Where a range variable keeps the unvisited elements: its own tree.
-static Location unvisitedElements(const VarDecl &Range) {
-  return Location::local(&Range).child(Selector::element());
-}
-
-void FlowModel::rememberUnvisited(const VarDecl &Range, State &St) const {
-  Location Container = Range.getInit() ? locationOf(Range.getInit()) : Location();
-  St.forgetTree(unvisitedElements(Range));
-  if (!Container)
-    return;
-  Location Elements = Container.child(Selector::element());
-  for (const Location &L : St.tree(Elements))
-    St.set(L.replacePrefix(Elements, unvisitedElements(Range)), St.get(L));
-}
-
-void FlowModel::enterRangeFor(const CXXForRangeStmt &Loop, State &St) const {
-  const auto *Range =
-      Loop.getRangeStmt()
-          ? dyn_cast_or_null<VarDecl>(Loop.getRangeStmt()->getSingleDecl())
-          : nullptr;
-  Location Container = Range && ElementwiseLoopRanges.contains(Range)
-                           ? locationOf(Loop.getRangeInit())
-                           : Location();
-  if (!Container)
-    return;
-  // The element this iteration visits is one no earlier iteration wrote.
-  Location Elements = Container.child(Selector::element());
-  St.forgetTree(Elements);
-  for (const Location &L : St.tree(unvisitedElements(*Range)))
-    St.set(L.replacePrefix(unvisitedElements(*Range), Elements), St.get(L));
-}
-
 void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
   PathFacts &P = St.path();
   if (isOwningPointer(Var.getType()))
