@@ -174,8 +174,8 @@ bool FlowAnalysis::leaveLoopSureToRun(const ForStmt &Loop,
                                       bool NoIteration, State &Out) const {
   if (!Loop.getInc() || !runsAtLeastOnce(&Loop, Owner.getASTContext()))
     return true;
-  // A counting loop between constants leaves only after an iteration: the
-  // state that comes around its back edges, not the one before it.
+  // A counting loop between constants leaves only after an iteration: its
+  // values are those that come around its back edges, not those before it.
   std::optional<State> Back =
       joinBackEdges(Condition, Order, [&](const CFGBlock &P) {
         std::optional<State> Around = BlockEntry[P.getBlockID()];
@@ -187,7 +187,11 @@ bool FlowAnalysis::leaveLoopSureToRun(const ForStmt &Loop,
       });
   if (!Back)
     return NoIteration;
+  // The values; the path facts of training keep the loop's own exit, whose
+  // rules were written for it (a step "left pending" by every path).
+  PathFacts Path = std::move(Out.path());
   Out = std::move(*Back);
+  Out.path() = std::move(Path);
   return true;
 }
 
