@@ -416,6 +416,18 @@ const Expr *moduleMethodCallReceiver(const CallExpr &Call,
   return throughArrow(Object);
 }
 
+const Expr *registeredValue(const CallExpr &Call) {
+  const auto *MC = dyn_cast<CXXMemberCallExpr>(&Call);
+  const CXXMethodDecl *MD = MC ? MC->getMethodDecl() : nullptr;
+  if (!MD || !MD->getIdentifier() || Call.getNumArgs() < 2 ||
+      !llvm::is_contained({"register_module", "register_parameter",
+                           "register_buffer"},
+                          MD->getName()) ||
+      MD->getParent()->getQualifiedNameAsString() != "torch::nn::Module")
+    return nullptr;
+  return Call.getArg(1);
+}
+
 const Expr *moduleLoadedBy(const CallExpr &Call, const Expr *&Device) {
   Device = nullptr;
   const FunctionDecl *FD = Call.getDirectCallee();

@@ -223,6 +223,10 @@ bool matchTensorCopy(const Stmt &S, TensorCopy &Out);
 /// module handle, or null.
 const Expr *moduleMethodCallReceiver(const CallExpr &Call,
                                      llvm::StringRef Method);
+/// `register_module(name, m)`, `register_parameter(name, t)`,
+/// `register_buffer(name, t)` of a torch::nn::Module: the value registered
+/// (which the call returns), or null.
+const Expr *registeredValue(const CallExpr &Call);
 /// A free function of LibTorch (torch::, at::, c10::).
 bool isTorchFunction(const FunctionDecl &FD);
 /// Whether \p D is declared in LibTorch's namespaces (torch, at, c10).

@@ -102,6 +102,16 @@ bool isGradientReset(const CallExpr &Call, const TorchApiOptions &Opts) {
       if (Of == "grad" || Of == "mutable_grad")
         return true;
     }
+  // `p.mutable_grad() = torch::Tensor();`: the gradient replaced (set to
+  // none, as zero_grad(true) does).
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
+      Op && Op->getOperator() == OO_Equal && Op->getNumArgs() == 2)
+    if (const auto *Target =
+            dyn_cast<CallExpr>(Op->getArg(0)->IgnoreImplicit())) {
+      llvm::StringRef Of = tensorMethodName(*Target);
+      if (Of == "grad" || Of == "mutable_grad")
+        return true;
+    }
   const FunctionDecl *FD = Call.getDirectCallee();
   return FD && matchesNameList(*FD, Opts.ZeroGradFunctions);
 }

@@ -399,14 +399,33 @@ public:
   }
 
   /// A module handed to one of the program's own functions
-  /// (`evaluate(net)` with `const std::shared_ptr<NetImpl> &`) is seen
-  /// through its summary, as a module holder is, or forgotten at an opaque
-  /// call.
+  /// (`evaluate(net)` with `const std::shared_ptr<NetImpl> &`) or
+  /// constructors (`Trainer t(net)`) is seen through its summary, as a
+  /// module holder is, or forgotten at an opaque call; `torch::load(net,
+  /// path, device)` and `torch::save(net, path)` are modelled.
   bool VisitCallExpr(CallExpr *Call) {
     const FunctionDecl *Callee = Call->getDirectCallee();
+    const Expr *LoadDevice = nullptr;
+    if (Callee && (moduleLoadedBy(*Call, LoadDevice) ||
+                   Callee->getQualifiedNameAsString() == "torch::save")) {
+      handedOn({Call->getArg(0)});
+      return true;
+    }
     if (!Callee || isLibraryFunction(*Callee))
       return true;
-    for (const Expr *Arg : Call->arguments()) {
+    handedOn({Call->getArgs(), Call->getNumArgs()});
+    return true;
+  }
+
+  bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
+    const CXXConstructorDecl *Ctor = Construct->getConstructor();
+    if (Ctor && !Ctor->isCopyOrMoveConstructor() && !isLibraryFunction(*Ctor))
+      handedOn({Construct->getArgs(), Construct->getNumArgs()});
+    return true;
+  }
+
+  void handedOn(llvm::ArrayRef<const Expr *> Args) {
+    for (const Expr *Arg : Args) {
       Arg = Arg->IgnoreImplicit();
       // A copy for a by-value parameter.
       if (const auto *Copy = dyn_cast<CXXConstructExpr>(Arg);
@@ -418,7 +437,6 @@ public:
           isModuleHandleType(Ref->getType()))
         ++Derefs[Ref->getDecl()];
     }
-    return true;
   }
 
   /// `return p;` hands the object on; the local dies.

@@ -315,10 +315,11 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   if (const Expr *Module = moduleArgumentOf(Call, Action)) {
     Location L = locationOf(Module);
     // A mode switched on a module the analysis cannot name (a layer of
-    // `net->children()`, held as a plain `Module`) may be any module's.
-    const auto *Param = dyn_cast_or_null<ParmVarDecl>(L.Root);
+    // `net->children()` held in a local as a plain `Module`) may be any
+    // module's. A parameter, a member or a global names its entry value.
     if ((Action == "train" || Action == "eval") &&
-        (!L || (!Param && isErasedModuleType(Module->getType()))))
+        (!L || (L.Kind == Location::Local && !isa<ParmVarDecl>(L.Root) &&
+                isErasedModuleType(Module->getType()))))
       forgetModes(St);
     if (!L)
       return;
@@ -346,10 +347,11 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
       F.ModeIf = {};
       if (!F.Mode.isKnown()) {
         // `module.train(was_training)`: the mode it was in then; with
-        // `module.train(on)`, the callers' `on` decides.
-        // (A bool's own entry tag is no module's mode.)
+        // `module.train(on)`, the callers' `on` decides; with a member
+        // (`train(saved_)` in a destructor), what the object holds there.
         ValueFacts Flag = evaluate(Call.getArg(0), St);
         if (Flag.Mode.isKnown() ||
+            (Flag.Mode.Entry && !isa<ParmVarDecl>(Flag.Mode.Entry)) ||
             (Flag.Mode.Entry && !Flag.Mode.Entry->getType()
                                      .getNonReferenceType()
                                      ->isIntegralOrEnumerationType()))

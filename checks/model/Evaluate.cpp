@@ -145,6 +145,25 @@ static ValueFacts loaderBatchFacts(SourceLocation Origin) {
   return F;
 }
 
+/// \p L, a part of a member of `*this` that \p Function, a constructor,
+/// binds to one of its parameters: that part of the parameter.
+static Location boundInConstructor(const Location &L,
+                                   const FunctionDecl *Function,
+                                   ProgramModel &Program) {
+  const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Function);
+  const FieldDecl *Field =
+      Ctor && L.Kind == Location::This && L.Depth
+          ? Selector::fromRaw(L.Path[0]).asField()
+          : nullptr;
+  if (!Field)
+    return {};
+  std::optional<unsigned> Index = Program.boundParameter(*Ctor, *Field);
+  if (!Index || *Index >= Ctor->getNumParams())
+    return {};
+  return L.replacePrefix(Location::member(Field),
+                         Location::local(Ctor->getParamDecl(*Index)));
+}
+
 ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
                                        const State &S) const {
   if (const ValueFacts *F = S.lookup(L)) {
@@ -157,6 +176,10 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
       withClassFacts(Read, E.getType());
     return Read;
   }
+  // In a constructor, a member bound to a parameter (`m_(m)`) reads as it.
+  if (Location Bound = boundInConstructor(L, Function, Program))
+    if (S.lookup(Bound))
+      return evaluateLocation(E, Bound, S);
   ValueFacts F;
   if (isModuleHandleType(E.getType()))
     withClassFacts(F, E.getType());
@@ -394,6 +417,13 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
     if (Held.Mode.Value == ModuleMode::Train ||
         Held.Mode.Value == ModuleMode::Eval)
       F.Scalar.Known = Held.Mode.Value == ModuleMode::Train;
+  } else if (const Expr *Registered = registeredValue(Call)) {
+    // `fc = register_module("fc", Linear(4, 2))`: the layers of the module
+    // registered. (Its device and mode are its owner's, which a later
+    // `to()` or `train()` switches: enclosingModuleFacts.)
+    ValueFacts Module = evaluate(Registered, S);
+    F.ModeLayers = Module.ModeLayers;
+    F.HasParameters = Module.HasParameters;
   } else if (callableTarget(Call, S)) {
     // A std::function or function pointer that holds one known function.
     if (const FunctionSummary *Summary = summaryAt(Call, S)) {

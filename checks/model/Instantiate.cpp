@@ -356,7 +356,22 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
   R.Graph = Substitute(InCallee.Graph, &ValueFacts::Graph);
   R.Mode = Substitute(InCallee.Mode, &ValueFacts::Mode);
   R.ModeIf = {};
-  if (InCallee.ModeIf)
+  // The mode a flag held at entry (`train(saved_)`): a flag the caller
+  // holds as a constant, or as a test its own callers decide.
+  if (const ValueDecl *Flag = InCallee.Mode.Entry;
+      Flag && !R.Mode.isKnown() && !R.Mode.Entry &&
+      Flag->getType().getNonReferenceType()->isBooleanType()) {
+    ValueFacts Held = entryValueAt(*Flag, Call, S);
+    if (Held.Scalar.Known)
+      R.Mode = throughCall(
+          Sourced<ModuleMode>{*Held.Scalar.Known ? ModuleMode::Train
+                                                 : ModuleMode::Eval,
+                              InCallee.Mode.Origin},
+          Call);
+    else
+      R.ModeIf = Held.ModeIf;
+  }
+  if (InCallee.ModeIf && !R.ModeIf)
     if (std::optional<bool> Train =
             decideParameterTest(InCallee.ModeIf, Call, S, R.ModeIf))
       R.Mode = throughCall(

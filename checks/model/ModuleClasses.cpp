@@ -139,9 +139,21 @@ Tri ProgramModel::userModuleModeLayers(const CXXRecordDecl &RD) {
     const CXXMethodDecl *MD = Call ? Call->getMethodDecl() : nullptr;
     return MD && MD->getIdentifier() && MD->getName() == "is_training";
   });
+  if (Builds)
+    return Tri::Yes;
+  // What its constructors leave in its members, by their summaries: a layer
+  // a helper builds (`register_module("enc", conv_block(1, 32))`), a
+  // constructor defined in another file of an audit.
+  for (const CXXConstructorDecl *Ctor : RD.ctors())
+    if (Ctor->isUserProvided() && !Ctor->isCopyOrMoveConstructor())
+      if (const FunctionSummary *S = summary(*Ctor))
+        for (const SummaryEffect &Effect : S->Effects)
+          if (Effect.Where.Kind == Location::This &&
+              Effect.Exit.ModeLayers == Tri::Yes)
+            return Tri::Yes;
   // Otherwise unknown, not no: a container or a pointer member, or a method
   // defined elsewhere, may hold one.
-  return Builds ? Tri::Yes : Tri::Unknown;
+  return Tri::Unknown;
 }
 
 Tri ProgramModel::userModuleParameters(const CXXRecordDecl &RD) {

@@ -390,19 +390,27 @@ void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
     // audit costs a second analysis of this one).
     applyAutocastDestruction(*RD, St);
   }
-  // An object whose members name the caller's objects: what its destructor
-  // does to them (`~EvalPhase() { module_.train(); }`).
-  if (auto It = ObjectConstructions.find(&Var); It != ObjectConstructions.end())
-    if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl())
-      if (const CXXDestructorDecl *Dtor = RD->getDestructor();
-          Dtor && Dtor->isUserProvided() && Program.hasBindingMember(*RD))
+  // What the destructor does: to the caller's objects that members name
+  // (`~EvalPhase() { module_.train(); }`), to the machine (`~Fence() {
+  // torch::cuda::synchronize(); }`). (A destructor defined in another file
+  // is read only for an object that binds members: see above.)
+  if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl())
+    if (const CXXDestructorDecl *Dtor = RD->getDestructor();
+        Dtor && Dtor->isUserProvided() && Var.getInit()) {
+      auto It = ObjectConstructions.find(&Var);
+      bool Binds =
+          It != ObjectConstructions.end() && Program.hasBindingMember(*RD);
+      if (Binds || Dtor->isDefined())
         if (const FunctionSummary *Summary = Program.summary(*Dtor)) {
           ResolvedCall Call;
-          Call.Call = It->second;
+          Call.Call = Binds ? It->second : Var.getInit();
           Call.Callee = Dtor;
           Call.Object = Location::local(&Var);
           applySummary(Call, *Summary, Location(), St);
+          if (Summary->MaySynchronize)
+            St.completePendingCopies();
         }
+    }
   for (auto It = P.GradGuards.begin(); It != P.GradGuards.end(); ++It)
     if (It->first == &Var) {
       P.Grad = It->second;

@@ -483,6 +483,21 @@ void load_then_run(const std::string &path, torch::Device device) {
   model->forward(torch::randn({2, 4}, device));
 }
 
+// The same through a shared_ptr that a loader returns.
+std::shared_ptr<LoadedImpl> load_shared(const std::string &path,
+                                        torch::Device device) {
+  auto model = std::make_shared<LoadedImpl>();
+  torch::load(model, path, device);
+  return model;
+}
+
+void run_shared(const std::string &path, torch::Device device) {
+  auto model = load_shared(path, device);
+  model->forward(torch::randn({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'model' has its parameters on 'device' {{.*}}but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
+  model->forward(torch::randn({2, 4}, device));
+}
+
 // A module built from its options (`Sized(8)`) is a new module on the CPU,
 // not a conversion of its argument.
 struct SizedImpl : torch::nn::Module {

@@ -157,3 +157,105 @@ void layers_switched_one_by_one() {
   torch::NoGradGuard no_grad;
   net->forward(batch());
 }
+
+// A scope object saves the mode in a member and its destructor restores it.
+class ModeScope {
+public:
+  ModeScope(torch::nn::Module &m, bool training) : m_(m), saved_(m.is_training()) {
+    m_.train(training);
+  }
+  ~ModeScope() { m_.train(saved_); }
+
+private:
+  torch::nn::Module &m_;
+  bool saved_;
+};
+
+class SharedEvalScope {
+public:
+  explicit SharedEvalScope(std::shared_ptr<torch::nn::Module> m)
+      : m_(std::move(m)), was_training_(m_->is_training()) {
+    m_->eval();
+  }
+  ~SharedEvalScope() { m_->train(was_training_); }
+
+private:
+  std::shared_ptr<torch::nn::Module> m_;
+  bool was_training_;
+};
+
+void restored_by_scope_destructor() {
+  Tagger net;
+  net->train();
+  {
+    ModeScope scope(*net, /*training=*/false);
+    torch::NoGradGuard no_grad;
+    net->forward(batch());
+  }
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
+
+void restored_eval_by_scope_destructor() {
+  Tagger net;
+  net->eval();
+  {
+    ModeScope scope(*net, /*training=*/true);
+  }
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+}
+
+void restored_by_shared_scope_destructor() {
+  Tagger net;
+  {
+    SharedEvalScope scope(net.ptr());
+    torch::NoGradGuard no_grad;
+    net->forward(batch());
+  }
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
+
+// The layers a helper builds and the constructor registers.
+namespace {
+torch::nn::Sequential dropout_block(int64_t n) {
+  return torch::nn::Sequential(torch::nn::Linear(n, n), torch::nn::Dropout(0.1));
+}
+torch::nn::Sequential plain_block(int64_t n) {
+  return torch::nn::Sequential(torch::nn::Linear(n, n), torch::nn::ReLU());
+}
+} // namespace
+
+struct BlockNetImpl : torch::nn::Module {
+  BlockNetImpl();
+  torch::Tensor forward(torch::Tensor x);
+  torch::nn::Sequential body{nullptr};
+};
+TORCH_MODULE(BlockNet);
+BlockNetImpl::BlockNetImpl() { body = register_module("body", dropout_block(4)); }
+torch::Tensor BlockNetImpl::forward(torch::Tensor x) { return body->forward(x); }
+
+struct PlainNetImpl : torch::nn::Module {
+  PlainNetImpl();
+  torch::Tensor forward(torch::Tensor x);
+  torch::nn::Sequential body{nullptr};
+};
+TORCH_MODULE(PlainNet);
+PlainNetImpl::PlainNetImpl() { body = register_module("body", plain_block(4)); }
+torch::Tensor PlainNetImpl::forward(torch::Tensor x) { return body->forward(x); }
+
+void layers_from_a_helper() {
+  BlockNet net;
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
+
+void no_mode_layers_from_a_helper() {
+  PlainNet net;
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+}

@@ -262,3 +262,13 @@ struct CarelessLearner : LearnerBase {
   Net net;
   torch::optim::Optimizer &opt;
 };
+
+// Each gradient replaced by an undefined tensor (set to none) is a reset.
+void gradients_set_to_none(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    net->forward(batch()).mean().backward();
+    opt.step();
+    for (auto &p : net->parameters())
+      p.mutable_grad() = torch::Tensor();
+  }
+}

@@ -311,3 +311,26 @@ void view_after_sync() {
   for (int64_t i = 0; i < 4; ++i)
     consume(h[i]);
 }
+
+// A scope object whose destructor synchronises completes the copy.
+struct DeviceFence {
+  ~DeviceFence() { torch::cuda::synchronize(); }
+};
+
+float read_after_fence_scope() {
+  auto d = torch::randn({8}, torch::kCUDA);
+  torch::Tensor h;
+  {
+    DeviceFence fence;
+    h = d.to(torch::kCPU, /*non_blocking=*/true);
+  }
+  return h.item<float>();
+}
+
+float read_inside_fence_scope() {
+  auto d = torch::randn({8}, torch::kCUDA);
+  DeviceFence fence;
+  auto h = d.to(torch::kCPU, /*non_blocking=*/true);
+  return h.item<float>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: 'h' is read on the host before the non-blocking device-to-host copy
+}
