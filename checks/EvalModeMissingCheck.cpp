@@ -96,7 +96,8 @@ void EvalModeMissingCheck::report(const Violation &V, ProgramModel &Program) {
   bool Trains = Module.Facts.Mode.Value == ModuleMode::Eval;
   // A forward trains exactly when its output reaches backward(): a
   // decoding loop whose outputs make the loss evaluates nothing.
-  if (Trains != Program.graphsBackpropagated().contains(Forward))
+  if (Trains != (Program.graphsBackpropagated().contains(Forward) ||
+                 (V.Match.Flags & RequirementMatch::Backpropagated)))
     return;
   // A callee of another TU's audit summary: at its forward all the same.
   SourceLocation Loc = V.FromCallee && !V.Context.At ? locationOf(V, true)

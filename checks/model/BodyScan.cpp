@@ -71,6 +71,16 @@ public:
   }
 
   bool VisitCallExpr(CallExpr *Call) {
+    // `owner.reset()`: the owned object is gone (its construction no longer
+    // names what a later destructor sees).
+    if (const auto *Member = dyn_cast<CXXMemberCallExpr>(Call))
+      if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(
+              Member->getImplicitObjectArgument()->IgnoreParenImpCasts());
+          Ref && isOwningPointer(Ref->getType()) && Member->getMethodDecl() &&
+          Member->getMethodDecl()->getIdentifier() &&
+          llvm::is_contained({"reset", "release", "swap"},
+                             Member->getMethodDecl()->getName()))
+        ++Writes[Ref->getDecl()];
     // `cudaHostAlloc(&ptr, ...)`: `ptr` points to page-locked memory.
     if (const FunctionDecl *FD = Call->getDirectCallee();
         FD && FD->getIdentifier() && Call->getNumArgs() > 0) {
@@ -138,6 +148,14 @@ public:
         !Construct->getConstructor()->isCopyOrMoveConstructor() &&
         Construct->getConstructor()->isUserProvided())
       Constructed.push_back({VD, Construct});
+    // `auto s = std::make_unique<Server>(net);`: the object it owns.
+    if (const auto *Make =
+            dyn_cast<CallExpr>(stripConversionsKeepingConstruct(VD));
+        Make && !isa<ParmVarDecl>(VD) && !VD->getType()->isReferenceType() &&
+        isOwningPointer(VD->getType()) &&
+        isOwnerFactory(Make->getDirectCallee()) &&
+        isUserClass(ownedType(VD->getType())))
+      Constructed.push_back({VD, Make});
     // `Net copy = model;`, `Net copy = trainer.model();` (a getter of a
     // member): a second handle of the same module.
     if (isSharedModuleHandleType(VD->getType()) &&
@@ -282,7 +300,7 @@ public:
 
   /// The objects whose members name what their construction passed.
   void addObjectConstructions(
-      llvm::DenseMap<const VarDecl *, const CXXConstructExpr *> &Out) const {
+      llvm::DenseMap<const VarDecl *, const Expr *> &Out) const {
     for (const auto &[Object, Construct] : Constructed)
       if (!Writes.lookup(Object) && !Copied.contains(Object) &&
           !Escaped.contains(Object))
@@ -362,8 +380,7 @@ private:
   const TorchApiOptions &Opts;
   llvm::DenseMap<const ValueDecl *, const CallExpr *> Backward;
   llvm::DenseMap<const ValueDecl *, unsigned> Writes;
-  llvm::SmallVector<std::pair<const VarDecl *, const CXXConstructExpr *>, 2>
-      Constructed;
+  llvm::SmallVector<std::pair<const VarDecl *, const Expr *>, 2> Constructed;
   llvm::DenseSet<const ValueDecl *> Copied;
   llvm::DenseSet<const UnaryOperator *> PassedAddresses;
   llvm::DenseSet<const UnaryOperator *> AliasInits;

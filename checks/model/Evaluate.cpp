@@ -254,6 +254,17 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
     if (IsString && F.OrdinalSpelled.isValid() && !isDeviceLiteral(E))
       return F;
   }
+  // An enumerator of the program's own written with its value (`kEvalCard
+  // = 2`): as a constant. (LibTorch's `DeviceType::CUDA = 1` is no ordinal.)
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    if (const auto *Enumerator = dyn_cast<EnumConstantDecl>(Ref->getDecl());
+        Enumerator && Enumerator->getInitExpr() &&
+        !isTorchNamespaceDecl(*Enumerator) &&
+        !isSystemHeaderDecl(*Enumerator, Ctx.getSourceManager())) {
+      ValueFacts Init = evaluate(Enumerator->getInitExpr(), S);
+      F.OrdinalSpelled = Init.OrdinalSpelled;
+      F.SpelledOrdinal = Init.SpelledOrdinal;
+    }
   // A call that returns the caller's storage is that storage for its parts;
   // its value is what its summary returns.
   if (Location L = locationOf(E);
@@ -505,8 +516,13 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
     } else if (const Expr *Object = memberCallObject(Call);
                Object && isModuleHandleType(Object->getType()) &&
                FD->getIdentifier() && FD->getName() == "clone") {
-      // `net->clone()` keeps the device of the module it copies.
+      // `net->clone()` keeps the device of the module it copies;
+      // `net->clone(device)` copies it onto that device.
       F = evaluate(Object, S);
+      if (Call.getNumArgs() >= 1 && !isa<CXXDefaultArgExpr>(Call.getArg(0))) {
+        F.Device = evaluateDeviceSpec(Call.getArg(0), S);
+        F.Device.Origin = Loc;
+      }
     } else if (const Expr *Device; isScriptModuleLoad(Call, Device)) {
       // Mapped onto `device`, or on the devices it was saved from.
       F = newModuleFacts(Call.getType(), Loc);

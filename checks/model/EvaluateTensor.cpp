@@ -180,13 +180,20 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
     AnyInGraph |= OpFacts.Graph.Value == GraphState::InGraph;
     AllNoGraph &= OpFacts.Graph.Value == GraphState::NoGraph;
     F.FromDeviceConflict |= OpFacts.FromDeviceConflict;
+    if (!F.ConflictIf)
+      F.ConflictIf = OpFacts.ConflictIf;
     F.MayBeZeroDim &= OpFacts.MayBeZeroDim;
     for (const Stmt *A : OpFacts.GraphSources)
       if (!llvm::is_contained(F.GraphSources, A))
         F.GraphSources.push_back(A);
   }
-  if (Decided && !Conflict)
+  if (Decided && !Conflict) {
     F.Device = *Decided;
+    // An operand whose device the callers give must be there too.
+    if (FromEntry && !FromEntry->AlsoEntry && !FromEntry->Value.isKnown() &&
+        !F.ConflictIf)
+      F.ConflictIf = FromEntry->Entry;
+  }
   // Operands proven apart: the op fails (reported here). Its value is where
   // the fix puts it, on the accelerator operand's device, for the checks
   // that ask where the code means to compute; for device-mismatch it, and

@@ -21,6 +21,7 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          SpelledOrdinal == O.SpelledOrdinal &&
          MayBeZeroDim == O.MayBeZeroDim && DeviceUnset == O.DeviceUnset &&
          FromDeviceConflict == O.FromDeviceConflict &&
+         ConflictIf == O.ConflictIf &&
          Scalar == O.Scalar && Callables == O.Callables &&
          CallablesKnown == O.CallablesKnown &&
          CallablesOnThis == O.CallablesOnThis &&
@@ -278,6 +279,7 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
   R.SpelledOrdinal = Ordinal.SpelledOrdinal;
   R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;
   R.FromDeviceConflict = A.FromDeviceConflict || B.FromDeviceConflict;
+  R.ConflictIf = A.ConflictIf == B.ConflictIf ? A.ConflictIf : nullptr;
   R.DeviceUnset = A.DeviceUnset && B.DeviceUnset;
   R.KeepsCallerFacts = A.KeepsCallerFacts && B.KeepsCallerFacts;
   R.Scalar = joinScalars(A.Scalar, B.Scalar);

@@ -196,6 +196,11 @@ struct ValueFacts {
   /// there (reported there). Its device is the accelerator operand's, where
   /// the fix would compute it; no later operation is judged a mismatch on it.
   bool FromDeviceConflict = false;
+  /// Computed by an op that combined this device with an entry value of
+  /// unknown device (`local + offsets_` in a helper): where a caller passes
+  /// that entry value on another device, the op fails there (reported
+  /// there), and this value comes from a conflict.
+  const ValueDecl *ConflictIf = nullptr;
   /// A TensorOptions value that provably names no device: factories then
   /// allocate on the CPU, and `.to(options)` keeps the tensor's device.
   bool DeviceUnset = false;

@@ -3,7 +3,7 @@
 //   FACTS   = {"device": SOURCED, "pin": SOURCED, "graph": SOURCED,
 //              "mode": SOURCED, "modeLayers", "hasParameters", "meanLoss",
 //              "halfAutocast": PLACE,
-//              "pending", "pendingIf": ENTRY, "zeroDim", "deviceUnset", "keepsCallerFacts", "scalar", "callable"}
+//              "pending", "pendingIf": ENTRY, "conflictIf": ENTRY, "zeroDim", "deviceUnset", "keepsCallerFacts", "scalar", "callable"}
 //   SOURCED = {"value", "entry": ENTRY, "origin": PLACE, "via": [STEP]}
 //   DEVICE  = SOURCED with "kind", "ordinal", "holder": USR, "described"
 //   ENTRY   = {"param": N} | {"field": NAME} | {"global": USR}
@@ -158,6 +158,8 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     O["zeroDim"] = false;
   if (V.FromDeviceConflict)
     O["deviceConflict"] = true;
+  if (V.ConflictIf)
+    O["conflictIf"] = entry(V.ConflictIf);
   if (V.DeviceUnset)
     O["deviceUnset"] = true;
   if (V.KeepsCallerFacts)

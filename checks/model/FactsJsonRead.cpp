@@ -136,6 +136,7 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
   V.PendingCopy = place(O->get("pending"));
   V.PendingVia = path(O->getArray("pendingVia"));
   V.PendingIf = entry(O->get("pendingIf"));
+  V.ConflictIf = entry(O->get("conflictIf"));
   // A condition this TU cannot name: not known to be pending.
   if (O->get("pendingIf") && !V.PendingIf)
     V.clearPendingCopy();

@@ -516,8 +516,14 @@ private:
   /// never assigned: they name the same module.
   llvm::DenseMap<const ValueDecl *, const Expr *> HandleAliases;
   /// Local objects built by a constructor, never assigned, copied or
-  /// addressed: their binding members name what the construction passed.
-  llvm::DenseMap<const VarDecl *, const CXXConstructExpr *> ObjectConstructions;
+  /// addressed, and those a local owning pointer holds from
+  /// `std::make_unique<T>(args)`: their binding members name what the
+  /// construction passed.
+  llvm::DenseMap<const VarDecl *, const Expr *> ObjectConstructions;
+  /// The object \p L is a part of whose construction ObjectConstructions
+  /// knows: a local object, or the object a local owning pointer holds;
+  /// and that object's location. \p Depth: the steps of L that name it.
+  const VarDecl *constructedObject(const Location &L, unsigned &Depth) const;
 
   /// Records the writes of \p S, and the emptyCache() it runs, in every
   /// out-of-memory handler the path entered.

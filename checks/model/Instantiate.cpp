@@ -23,8 +23,12 @@ static const Expr *argumentFor(const ResolvedCall &Call,
       Callee->getCanonicalDecl() != Call.Callee->getCanonicalDecl())
     return nullptr;
   unsigned Index = P.getFunctionScopeIndex();
+  // `std::make_unique<T>(a)` for `T(A a, Device d = kCUDA)`: the default.
   if (Index >= Call.Arguments.size())
-    return nullptr;
+    return P.hasDefaultArg() && !P.hasUnparsedDefaultArg() &&
+                   !P.hasUninstantiatedDefaultArg()
+               ? P.getDefaultArg()
+               : nullptr;
   const Expr *Arg = Call.Arguments[Index];
   if (const auto *Default = dyn_cast_or_null<CXXDefaultArgExpr>(Arg))
     return Default->getExpr();
@@ -287,6 +291,18 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
   bool Conflict = false;
   R.Device = instantiate(InCallee.Device, Call, S, Rewritten, &Conflict);
   R.FromDeviceConflict |= Conflict;
+  // An op of the callee that needed this entry value on the result's
+  // device: the caller's value decides, or its own callers do.
+  R.ConflictIf = nullptr;
+  if (InCallee.ConflictIf && R.Device.Value.isKnown()) {
+    Sourced<DeviceValue> Passed =
+        entryValueAt(*InCallee.ConflictIf, Call, S).Device;
+    if (Passed.Value.isKnown() && !(Passed.Value == R.Device.Value))
+      R.FromDeviceConflict = true;
+    else if (!Passed.Value.isKnown() &&
+             isa_and_nonnull<ParmVarDecl>(Passed.Entry) && !Passed.AlsoEntry)
+      R.ConflictIf = Passed.Entry;
+  }
   // A copy pending if the callers pass a CUDA tensor: this call decides, or
   // hands the question on to its own callers.
   if (InCallee.PendingIf) {

@@ -377,6 +377,8 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
       Lift || !A.function() ? nullptr : &entryContext(*A.function());
   llvm::ArrayRef<const Requirement *> All = Requirement::all();
   std::optional<const FunctionSummary *> Own;
+  // What the function's backward() calls reach (for lifted obligations).
+  std::optional<llvm::DenseSet<const Stmt *>> Backpropagated;
   auto OwnSummary = [&]() {
     if (!Own)
       Own = A.function() ? summary(*A.function()) : nullptr;
@@ -436,6 +438,14 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         for (Operand &Op : Match.Operands)
           if (!Op.Storage && Op.Source)
             Op.Storage = M.locationOf(Op.Source);
+        if (!Backpropagated) {
+          Backpropagated.emplace();
+          for (const State &End : A.endStates())
+            Backpropagated->insert(End.path().GraphsBackpropagated.begin(),
+                                   End.path().GraphsBackpropagated.end());
+        }
+        if (Backpropagated->contains(&S))
+          Match.Flags |= RequirementMatch::Backpropagated;
         O.Site = std::move(Match);
         O.Context = ContextHere();
         O.AtStmt = &S;

@@ -449,19 +449,22 @@ Location FlowModel::throughBindings(const Location &L) const {
     if (!Program.isBindingMember(*Field))
       continue;
     bool Reference = Field->getType()->isReferenceType();
-    const auto *Object = L.Kind == Location::Local && I == 0
-                             ? dyn_cast_or_null<VarDecl>(L.Root)
-                             : nullptr;
-    if (auto It = Object ? ObjectConstructions.find(Object)
-                         : ObjectConstructions.end();
-        It != ObjectConstructions.end())
+    unsigned ObjectDepth = 0;
+    const VarDecl *Object = constructedObject(L, ObjectDepth);
+    if (Object && ObjectDepth == I) {
+      ResolvedCall Built = resolve(*ObjectConstructions.lookup(Object));
+      const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Built.Callee);
       if (std::optional<unsigned> Index =
-              Program.boundParameter(*It->second->getConstructor(), *Field);
-          Index && *Index < It->second->getNumArgs())
+              Ctor ? Program.boundParameter(*Ctor, *Field) : std::nullopt;
+          Index && *Index < Built.Arguments.size() && Built.Arguments[*Index])
         if (Location Target =
-                locationOf(stripConversions(It->second->getArg(*Index))))
-          return L.replacePrefix(
-              Location::local(Object).child(Selector::field(Field)), Target);
+                locationOf(stripConversions(Built.Arguments[*Index]))) {
+          Location Member = Location::local(Object);
+          if (ObjectDepth)
+            Member = Member.child(Selector::element());
+          return L.replacePrefix(Member.child(Selector::field(Field)), Target);
+        }
+    }
     if (!Reference)
       return L;
     // A reference member of `*this`, of a parameter, or of a variable a
@@ -476,15 +479,30 @@ Location FlowModel::throughBindings(const Location &L) const {
   return L;
 }
 
+const VarDecl *FlowModel::constructedObject(const Location &L,
+                                            unsigned &Depth) const {
+  const auto *Var = L.Kind == Location::Local
+                        ? dyn_cast_or_null<VarDecl>(L.Root)
+                        : nullptr;
+  if (!Var || !ObjectConstructions.count(Var))
+    return nullptr;
+  Depth = isOwningPointer(Var->getType()) ? 1 : 0;
+  if (L.Depth < Depth ||
+      (Depth && !Selector::fromRaw(L.Path[0]).isElement()))
+    return nullptr;
+  return Var;
+}
+
 llvm::SmallVector<std::pair<Location, Location>, 2>
 FlowModel::boundMembers(const Location &Object) const {
   llvm::SmallVector<std::pair<Location, Location>, 2> Out;
-  const auto *Var = Object.Kind == Location::Local && !Object.Depth
-                        ? dyn_cast_or_null<VarDecl>(Object.Root)
-                        : nullptr;
-  if (!Var || !ObjectConstructions.count(Var))
+  unsigned Depth = 0;
+  const VarDecl *Var = constructedObject(Object, Depth);
+  if (!Var || Object.Depth != Depth)
     return Out;
-  const CXXRecordDecl *Class = Var->getType()->getAsCXXRecordDecl();
+  QualType Type = Var->getType();
+  const CXXRecordDecl *Class = (Depth ? ownedType(Type) : Type)
+                                   ->getAsCXXRecordDecl();
   if (!Class || !Class->hasDefinition())
     return Out;
   for (const FieldDecl *Field : fieldsWithBases(*Class)) {

@@ -93,7 +93,12 @@ enum class Verdict {
 struct RequirementMatch {
   llvm::SmallVector<Operand, 2> Operands;
   std::string What;
+  /// The requirement's own flags, and the model's below.
   unsigned Flags = 0;
+  /// Set on an obligation lifted into a summary: what the statement
+  /// computes reaches a backward() in the function that lifted it (a
+  /// caller in another TU cannot see the statement).
+  static constexpr unsigned Backpropagated = 1u << 30;
   /// Statements the notes point at, the requirement's own (judged where
   /// matched, never exported).
   llvm::SmallVector<const Stmt *, 2> Places;

@@ -394,18 +394,25 @@ void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
   // (`~EvalPhase() { module_.train(); }`), to the machine (`~Fence() {
   // torch::cuda::synchronize(); }`). (A destructor defined in another file
   // is read only for an object that binds members: see above.)
-  if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl())
+  // So does the object a std::unique_ptr owns (`std::make_unique<T>()`).
+  bool Owner = isOwningPointer(Var.getType());
+  bool Shared =
+      Owner && !isStdClass(Var.getType()->getAsCXXRecordDecl(), "unique_ptr");
+  QualType ObjectType = Owner ? ownedType(Var.getType()) : Var.getType();
+  if (const CXXRecordDecl *RD = Shared ? nullptr : ObjectType->getAsCXXRecordDecl())
     if (const CXXDestructorDecl *Dtor = RD->getDestructor();
         Dtor && Dtor->isUserProvided() && Var.getInit()) {
       auto It = ObjectConstructions.find(&Var);
       bool Binds =
           It != ObjectConstructions.end() && Program.hasBindingMember(*RD);
-      if (Binds || Dtor->isDefined())
+      if (Binds || (Dtor->isDefined() && !Owner))
         if (const FunctionSummary *Summary = Program.summary(*Dtor)) {
           ResolvedCall Call;
           Call.Call = Binds ? It->second : Var.getInit();
           Call.Callee = Dtor;
           Call.Object = Location::local(&Var);
+          if (Owner)
+            Call.Object = Call.Object.child(Selector::element());
           applySummary(Call, *Summary, Location(), St);
           if (Summary->MaySynchronize)
             St.completePendingCopies();

@@ -96,3 +96,16 @@ void spec_checked_before_the_helper() {
   std::string first = "cuda:0";
   torch::Device d(first);
 }
+
+// An enumerator written with its value is a constant too.
+enum Card : int { kTrainCard = 0, kBriefingCard = 2 };
+// CHECK-MESSAGES: :[[@LINE-1]]:51: warning: hard-coded CUDA device ordinal 2 is never checked
+
+void card_from_an_enumerator() {
+  torch::Device d(torch::kCUDA, kBriefingCard);
+}
+
+void card_from_an_enumerator_checked() {
+  if (torch::cuda::device_count() > 2)
+    torch::Device d(torch::kCUDA, kBriefingCard);
+}

@@ -1217,3 +1217,32 @@ void run_wrapper(torch::Device device) {
   Wrapper wrap(device);
   auto y = wrap(torch::randn({2, 4}));
 }
+
+// A helper whose op needs its parameter on its member's device: a caller
+// that passes another device fails in the helper (reported at the call),
+// and what the helper returned is not reported again.
+struct Hasher {
+  Hasher() { offsets_ = torch::ones({1, 4}); }
+  torch::Tensor global_ids(const torch::Tensor &local) const {
+    return local + offsets_;
+  }
+  torch::Tensor offsets_;
+};
+
+void hashed_ids_once(torch::Device device) {
+  Net net;
+  net->to(device);
+  Hasher hasher;
+  auto ids = hasher.global_ids(torch::ones({2, 4}).to(device));
+  // CHECK-MESSAGES: :[[@LINE-1]]:21: warning: 'global_ids()' combines {{.*}}[torch-device-mismatch]
+  net->forward(ids);
+}
+
+// clone(device) copies the module onto that device.
+void clone_onto_device(torch::Device device) {
+  Net net;
+  auto replica = std::dynamic_pointer_cast<NetImpl>(net->clone(device));
+  replica->forward(torch::ones({2, 4}).to(device));
+  replica->forward(torch::ones({2, 4}));
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: module 'replica' has its parameters on 'device' {{.*}}[torch-device-mismatch]
+}

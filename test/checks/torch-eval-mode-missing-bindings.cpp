@@ -202,3 +202,32 @@ void distil_evaluated_teacher() {
   auto d = std::make_unique<Distiller>(teacher, student);
   d->soft_targets();
 }
+
+// An object a std::unique_ptr owns binds its members to what make_unique
+// passed: its constructor and destructor switch the caller's module.
+class PreviewServer {
+public:
+  explicit PreviewServer(Net net) : net_(net) { net_->eval(); }
+  ~PreviewServer() { net_->train(); }
+
+private:
+  Net net_;
+};
+
+void evaluate_after_owned_server() {
+  Net net;
+  net->train();
+  auto server = std::make_unique<PreviewServer>(net);
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+}
+
+void train_after_owned_server() {
+  Net net;
+  {
+    auto server = std::make_unique<PreviewServer>(net);
+  }
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
