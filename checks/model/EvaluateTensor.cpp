@@ -129,6 +129,8 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
                                       const State &S) const {
   ValueFacts F;
   bool AnyInGraph = false, AllNoGraph = true, First = true;
+  // The entry values of the operands whose graph is not known.
+  llvm::SmallVector<const ValueDecl *, 2> GraphEntries;
   F.MayBeZeroDim = true;
   // An op that runs computes where its operands are: a known device (other
   // than a possibly 0-dim CPU tensor, which may meet any device) decides
@@ -179,6 +181,8 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
     }
     AnyInGraph |= OpFacts.Graph.Value == GraphState::InGraph;
     AllNoGraph &= OpFacts.Graph.Value == GraphState::NoGraph;
+    if (OpFacts.Graph.Value == GraphState::Unknown)
+      GraphEntries.push_back(OpFacts.Graph.Entry);
     F.FromDeviceConflict |= OpFacts.FromDeviceConflict;
     if (!F.ConflictIf)
       F.ConflictIf = OpFacts.ConflictIf;
@@ -214,6 +218,12 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
     F.Graph = {GraphState::NoGraph, E.getExprLoc()};
   else if (AnyInGraph)
     F.Graph = {GraphState::InGraph, E.getExprLoc()};
+  else if (GraphEntries.size() == 1 && GraphEntries[0] &&
+           GraphEntries[0] == F.Device.Entry && !F.Device.AlsoEntry &&
+           S.path().Grad != GradMode::Unknown)
+    // One operand the callers hand over, the others without a graph
+    // (`loss * n`, `log_softmax(logits, 1)`): its graph, whatever it is.
+    F.Graph.Entry = GraphEntries[0];
   // A computed tensor is a fresh allocation, never pinned: on the host, it
   // is pageable wherever its operands' device is decided (a callee's result
   // on its parameter's device is pageable where the caller's is the CPU).

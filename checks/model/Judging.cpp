@@ -521,6 +521,9 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           for (size_t I = 0; I < AsCallee.Operands.size(); ++I)
             keepEntryTags(AsCallee.Operands[I].Facts, O.Site.Operands[I].Facts);
           ReportedElsewhere = O.Kind->judge(AsCallee, Composed) == Verdict::Violated;
+          // The catalog puts it at that statement (a value placed there met
+          // one its callers handed over): there or nowhere, never at a call.
+          ReportedElsewhere |= decidedAtStatement(O);
         }
         if (V == Verdict::Callers && Found && Entry && Entry->Complete &&
             O.Context.At &&

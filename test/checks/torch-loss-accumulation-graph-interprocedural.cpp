@@ -467,3 +467,25 @@ void tied_detached(Net &net, const std::vector<torch::Tensor> &batches) {
     epoch_loss += loss.detach();
   }
 }
+
+// A meter whose method adds a weighted loss to its member: the graph of
+// the value its caller passes, on every step.
+class RunningLoss {
+public:
+  void add(const torch::Tensor &loss, int64_t n) { sum_ += loss * n; }
+  // CHECK-MESSAGES: :[[@LINE-1]]:52: warning: 'loss' is still attached to its autograd graph and is accumulated into member 'sum_'
+  // CHECK-MESSAGES: :[[@LINE+11]]:11: note: called here, on every iteration
+private:
+  torch::Tensor sum_ = torch::zeros({});
+};
+
+void meter_in_the_loop(Net &net, torch::optim::Optimizer &opt,
+                       const std::vector<torch::Tensor> &batches) {
+  RunningLoss meter, clean;
+  for (const auto &x : batches) {
+    auto loss = net->forward(x).mean();
+    loss.backward();
+    meter.add(loss, 2);
+    clean.add(loss.detach(), 2);
+  }
+}
