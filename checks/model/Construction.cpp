@@ -1,8 +1,10 @@
 //===--- Construction.cpp - torch-tidy ------------------------------------===//
 //
-// FlowModel at a construction: the object a constructor builds (its
-// summary, the members it leaves default-constructed, an autocast guard it
-// switches) and what it does to the module handles it is handed.
+// FlowModel at an object's construction and destruction: the object a
+// constructor builds (its summary, the members it leaves
+// default-constructed, an autocast guard it switches), what it does to the
+// module handles it is handed, and what its destructor does where its
+// scope ends.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,9 +12,11 @@
 #include "ClassState.h"
 #include "ProgramModel.h"
 #include "Summary.h"
+#include "api/Autocast.h"
 #include "api/StdLibrary.h"
 #include "api/TorchApi.h"
 #include "api/TorchMatchers.h"
+#include "api/Training.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 
@@ -176,6 +180,59 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
     defaultConstructMembers(*Ctor, Object, St);
     applyMemberAutocast(*Ctor->getParent(), &E, /*Destroy=*/false, St);
   }
+}
+
+void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
+  PathFacts &P = St.path();
+  if (isOwningPointer(Var.getType()))
+    destroyOwnedObject(Var.getType(), St);
+  // An autocast guard's destructor restores the state it saved.
+  if (isAutocastGuard(Var, options())) {
+    P.Autocast = AutocastState::Unknown;
+    P.AutocastParam = nullptr;
+    P.AutocastStart = {nullptr, {}};
+  } else if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl();
+             RD && P.Autocast == AutocastState::On && Var.getInit() &&
+             P.AutocastStart.first == Var.getInit()->IgnoreImplicit()) {
+    // Only a guard whose construction switched autocast on: other objects'
+    // destructors are not read (a summary read from another TU of an
+    // audit costs a second analysis of this one).
+    applyAutocastDestruction(*RD, St);
+  }
+  // What the destructor does: to the caller's objects that members name
+  // (`~EvalPhase() { module_.train(); }`), to the machine (`~Fence() {
+  // torch::cuda::synchronize(); }`). (A destructor defined in another file
+  // is read only for an object that binds members: see above.)
+  // So does the object a std::unique_ptr owns (`std::make_unique<T>()`).
+  bool Owner = isOwningPointer(Var.getType());
+  bool Shared =
+      Owner && !isStdClass(Var.getType()->getAsCXXRecordDecl(), "unique_ptr");
+  QualType ObjectType = Owner ? ownedType(Var.getType()) : Var.getType();
+  if (const CXXRecordDecl *RD = Shared ? nullptr : ObjectType->getAsCXXRecordDecl())
+    if (const CXXDestructorDecl *Dtor = RD->getDestructor();
+        Dtor && Dtor->isUserProvided() && Var.getInit()) {
+      auto It = ObjectConstructions.find(&Var);
+      bool Binds =
+          It != ObjectConstructions.end() && Program.hasBindingMember(*RD);
+      if (Binds || (Dtor->isDefined() && !Owner))
+        if (const FunctionSummary *Summary = Program.summary(*Dtor)) {
+          ResolvedCall Call;
+          Call.Call = Binds ? It->second : Var.getInit();
+          Call.Callee = Dtor;
+          Call.Object = Location::local(&Var);
+          if (Owner)
+            Call.Object = Call.Object.child(Selector::element());
+          applySummary(Call, *Summary, Location(), St);
+          if (Summary->MaySynchronize)
+            St.completePendingCopies();
+        }
+    }
+  for (auto It = P.GradGuards.begin(); It != P.GradGuards.end(); ++It)
+    if (It->first == &Var) {
+      P.Grad = It->second;
+      P.GradGuards.erase(It);
+      return;
+    }
 }
 
 } // namespace clang::tidy::torch

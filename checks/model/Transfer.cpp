@@ -2,9 +2,10 @@
 //
 // FlowModel::transfer: how statements change the state. Declarations and
 // assignments write locations (Assign.cpp), accumulations and container
-// inserts join into them, RAII guards switch autograd for their scope, CUDA
-// and CPU selections are recorded on the path, and branches narrow the state
-// with what their condition proves.
+// inserts join into them, RAII guards switch autograd for their scope (the
+// end of a scope: Construction.cpp), CUDA and CPU selections are recorded
+// on the path, and branches narrow the state with what their condition
+// proves.
 //
 //===----------------------------------------------------------------------===//
 
@@ -371,59 +372,6 @@ bool FlowModel::readsLocation(const Expr *E, const Location &L) const {
         C && !isa<LambdaExpr>(C) && readsLocation(C, L))
       return true;
   return false;
-}
-
-void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
-  PathFacts &P = St.path();
-  if (isOwningPointer(Var.getType()))
-    destroyOwnedObject(Var.getType(), St);
-  // An autocast guard's destructor restores the state it saved.
-  if (isAutocastGuard(Var, options())) {
-    P.Autocast = AutocastState::Unknown;
-    P.AutocastParam = nullptr;
-    P.AutocastStart = {nullptr, {}};
-  } else if (const CXXRecordDecl *RD = Var.getType()->getAsCXXRecordDecl();
-             RD && P.Autocast == AutocastState::On && Var.getInit() &&
-             P.AutocastStart.first == Var.getInit()->IgnoreImplicit()) {
-    // Only a guard whose construction switched autocast on: other objects'
-    // destructors are not read (a summary read from another TU of an
-    // audit costs a second analysis of this one).
-    applyAutocastDestruction(*RD, St);
-  }
-  // What the destructor does: to the caller's objects that members name
-  // (`~EvalPhase() { module_.train(); }`), to the machine (`~Fence() {
-  // torch::cuda::synchronize(); }`). (A destructor defined in another file
-  // is read only for an object that binds members: see above.)
-  // So does the object a std::unique_ptr owns (`std::make_unique<T>()`).
-  bool Owner = isOwningPointer(Var.getType());
-  bool Shared =
-      Owner && !isStdClass(Var.getType()->getAsCXXRecordDecl(), "unique_ptr");
-  QualType ObjectType = Owner ? ownedType(Var.getType()) : Var.getType();
-  if (const CXXRecordDecl *RD = Shared ? nullptr : ObjectType->getAsCXXRecordDecl())
-    if (const CXXDestructorDecl *Dtor = RD->getDestructor();
-        Dtor && Dtor->isUserProvided() && Var.getInit()) {
-      auto It = ObjectConstructions.find(&Var);
-      bool Binds =
-          It != ObjectConstructions.end() && Program.hasBindingMember(*RD);
-      if (Binds || (Dtor->isDefined() && !Owner))
-        if (const FunctionSummary *Summary = Program.summary(*Dtor)) {
-          ResolvedCall Call;
-          Call.Call = Binds ? It->second : Var.getInit();
-          Call.Callee = Dtor;
-          Call.Object = Location::local(&Var);
-          if (Owner)
-            Call.Object = Call.Object.child(Selector::element());
-          applySummary(Call, *Summary, Location(), St);
-          if (Summary->MaySynchronize)
-            St.completePendingCopies();
-        }
-    }
-  for (auto It = P.GradGuards.begin(); It != P.GradGuards.end(); ++It)
-    if (It->first == &Var) {
-      P.Grad = It->second;
-      P.GradGuards.erase(It);
-      return;
-    }
 }
 
 void FlowModel::initializeMember(const CXXCtorInitializer &Init,
