@@ -164,6 +164,13 @@ ParameterTest FlowModel::parameterTest(const Expr *E) const {
   }
   if (const ParmVarDecl *P = unwrittenBoolParameter(E))
     return {P, std::nullopt, false};
+  // `const bool training = stage == Stage::Refit;`: its initialiser.
+  if (const auto *Ref = dyn_cast<DeclRefExpr>(E))
+    if (const auto *Local = dyn_cast<VarDecl>(Ref->getDecl());
+        Local && !isa<ParmVarDecl>(Local) && Local->hasLocalStorage() &&
+        !Local->getType()->isReferenceType() &&
+        Local->getType().isConstQualified() && Local->getInit())
+      return parameterTest(Local->getInit());
   return {};
 }
 

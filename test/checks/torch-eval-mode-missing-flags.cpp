@@ -259,3 +259,27 @@ void no_mode_layers_from_a_helper() {
   torch::NoGradGuard no_grad;
   net->forward(batch());
 }
+
+// A const local computed from the enum parameter is the callers' test too.
+enum class Stage { Refit, Score };
+void set_mode(Tagger &net, bool training) { net->train(training); }
+void nightly(Tagger &net, Stage stage) {
+  const bool training = stage == Stage::Refit;
+  set_mode(net, training);
+}
+
+void score_after_refit() {
+  Tagger net;
+  net->eval();
+  nightly(net, Stage::Refit);
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode{{.*}}[torch-eval-mode-missing]
+}
+
+void score_after_scoring_stage() {
+  Tagger net;
+  nightly(net, Stage::Score);
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+}
