@@ -350,11 +350,14 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         // `module.train(on)`, the callers' `on` decides; with a member
         // (`train(saved_)` in a destructor), what the object holds there.
         ValueFacts Flag = evaluate(Call.getArg(0), St);
+        // (A bool parameter's own entry tag is no module's mode: its
+        // ParameterTest below is.)
+        const ValueDecl *Entry = Flag.Mode.Entry;
         if (Flag.Mode.isKnown() ||
-            (Flag.Mode.Entry && !isa<ParmVarDecl>(Flag.Mode.Entry)) ||
-            (Flag.Mode.Entry && !Flag.Mode.Entry->getType()
-                                     .getNonReferenceType()
-                                     ->isIntegralOrEnumerationType()))
+            (Entry && (!isa<ParmVarDecl>(Entry) ||
+                       !Entry->getType()
+                            .getNonReferenceType()
+                            ->isIntegralOrEnumerationType())))
           F.Mode = Flag.Mode;
         else
           F.ModeIf = Flag.ModeIf ? Flag.ModeIf : parameterTest(Call.getArg(0));

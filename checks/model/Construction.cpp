@@ -199,25 +199,29 @@ void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
     // audit costs a second analysis of this one).
     applyAutocastDestruction(*RD, St);
   }
-  // What the destructor does: to the caller's objects that members name
-  // (`~EvalPhase() { module_.train(); }`), to the machine (`~Fence() {
-  // torch::cuda::synchronize(); }`). (A destructor defined in another file
-  // is read only for an object that binds members: see above.)
-  // So does the object a std::unique_ptr owns (`std::make_unique<T>()`).
+  // What the destructor of a local object, or of the object a local
+  // std::unique_ptr still holds from make_unique, does: to the caller's
+  // objects that members name (`~EvalPhase() { module_.train(); }`), to the
+  // machine (`~Fence() { torch::cuda::synchronize(); }`). (A destructor
+  // defined in another file is read only for an object that binds members:
+  // see above.)
   bool Owner = isOwningPointer(Var.getType());
-  bool Shared =
-      Owner && !isStdClass(Var.getType()->getAsCXXRecordDecl(), "unique_ptr");
+  auto It = ObjectConstructions.find(&Var);
+  bool Constructed = It != ObjectConstructions.end();
   QualType ObjectType = Owner ? ownedType(Var.getType()) : Var.getType();
-  if (const CXXRecordDecl *RD = Shared ? nullptr : ObjectType->getAsCXXRecordDecl())
+  const CXXRecordDecl *RD =
+      Owner && (!Constructed ||
+                !isStdClass(Var.getType()->getAsCXXRecordDecl(), "unique_ptr"))
+          ? nullptr
+          : ObjectType->getAsCXXRecordDecl();
+  if (RD)
     if (const CXXDestructorDecl *Dtor = RD->getDestructor();
         Dtor && Dtor->isUserProvided() && Var.getInit()) {
-      auto It = ObjectConstructions.find(&Var);
-      bool Binds =
-          It != ObjectConstructions.end() && Program.hasBindingMember(*RD);
-      if (Binds || (Dtor->isDefined() && !Owner))
+      bool Binds = Constructed && Program.hasBindingMember(*RD);
+      if (Binds || Dtor->isDefined())
         if (const FunctionSummary *Summary = Program.summary(*Dtor)) {
           ResolvedCall Call;
-          Call.Call = Binds ? It->second : Var.getInit();
+          Call.Call = Constructed ? It->second : Var.getInit();
           Call.Callee = Dtor;
           Call.Object = Location::local(&Var);
           if (Owner)

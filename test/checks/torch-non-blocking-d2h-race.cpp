@@ -334,3 +334,14 @@ float read_inside_fence_scope() {
   return h.item<float>();
   // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: 'h' is read on the host before the non-blocking device-to-host copy
 }
+
+// So does one a std::unique_ptr owns, where the pointer's scope ends.
+float read_after_owned_fence_scope() {
+  auto d = torch::randn({8}, torch::kCUDA);
+  torch::Tensor h;
+  {
+    auto fence = std::make_unique<DeviceFence>();
+    h = d.to(torch::kCPU, /*non_blocking=*/true);
+  }
+  return h.item<float>();
+}
