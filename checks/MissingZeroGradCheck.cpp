@@ -87,12 +87,21 @@ void MissingZeroGradCheck::report(const Violation &V, ProgramModel &Program) {
            SM.isPointWithin(S->getBeginLoc(), Here->getBody()->getBeginLoc(),
                             Here->getBody()->getEndLoc());
   };
-  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 2> Steps;
+  // A step meets the next iteration's backward() only around a loop: one
+  // of this function's that runs both, or the one its callers run it in
+  // (two trainers fitted one after the other share no iteration).
+  bool CalledInLoop =
+      Here && Program.entryContext(*Here).Loop.Loop.isValid();
+  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 2> Pending;
   for (const auto &Entry : V.Context.Path.StepsWithoutReset)
+    if (CalledInLoop || V.Analysis->shareLoop(*Entry.first, *V.Site))
+      Pending.push_back(Entry);
+  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 2> Steps;
+  for (const auto &Entry : Pending)
     if (InHere(Entry.first))
       Steps.push_back(Entry);
   if (Steps.empty())
-    for (const auto &Entry : V.Context.Path.StepsWithoutReset)
+    for (const auto &Entry : Pending)
       if (Steps.empty() || SM.isBeforeInTranslationUnit(Entry.second,
                                                         Steps[0].second))
         Steps.assign(1, Entry);

@@ -288,6 +288,11 @@ bool isOwnerFactory(const FunctionDecl *FD) {
          (FD->getName() == "make_unique" || FD->getName() == "make_shared");
 }
 
+bool isStdAccumulate(const FunctionDecl &FD) {
+  return FD.isInStdNamespace() && FD.getIdentifier() &&
+         (FD.getName() == "accumulate" || FD.getName() == "reduce");
+}
+
 bool isSmartPointerCast(const FunctionDecl &FD) {
   if (!FD.getIdentifier() || !FD.isInStdNamespace() || FD.getNumParams() != 1)
     return false;

@@ -83,6 +83,9 @@ bool isOstreamInsertion(const CXXOperatorCallExpr &Op);
 
 /// `std::make_unique` or `std::make_shared`: builds the object of an owner.
 bool isOwnerFactory(const FunctionDecl *FD);
+/// std::accumulate / std::reduce: a fold of a range's elements and an
+/// initial value.
+bool isStdAccumulate(const FunctionDecl &FD);
 
 /// `std::dynamic_pointer_cast` and its siblings: the same object, another
 /// pointer type.

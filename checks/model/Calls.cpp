@@ -110,6 +110,13 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     Location Here = callerLocation(Effect.Where, Call);
     if (!Here)
       continue;
+    // A mode switched on another function's variable (a module a lambda
+    // captured where it was written) may be that of any module this one
+    // holds too (a member bound to the same module): that variable's
+    // function knows it.
+    if (isForeignVariable(Here, Function) &&
+        (Effect.Exit.Mode.isKnown() || Effect.Exit.ModeIf))
+      forgetModes(St);
     copyArgumentParts(Effect.Exit, Call, Before, Here, St);
     ValueFacts After = instantiate(Effect.Exit, Call, Before, Rewritten);
     if (Effect.Exit.KeepsCallerFacts)
@@ -141,10 +148,14 @@ void FlowModel::applySummary(const ResolvedCall &Call,
   }
   if (Result) {
     // The parts of a forward's output (a tuple of heads) keep the graph the
-    // forward call recorded, as its whole value does (evaluateModuleCall).
+    // forward call recorded, as its whole value does (evaluateModuleCall);
+    // so do those of a module's own method that runs its layers
+    // (`auto [logits, h] = vae->decode_step(tok, h)`).
     ModuleCall Forward;
     const auto *CE = dyn_cast_or_null<CallExpr>(Call.Call);
     bool IsForward = CE && matchModuleCall(*CE, Forward);
+    bool RunsLayers = CE && !IsForward && Summary.RunsOwnLayers &&
+                      runsModule(*CE, Forward);
     // A part whose device the body does not prove is on the module's, as
     // the whole output is.
     Sourced<DeviceValue> OutputDevice;
@@ -162,8 +173,9 @@ void FlowModel::applySummary(const ResolvedCall &Call,
         if (IsForward && R.Where.Depth && !Part.Device.Value.isKnown())
           Part.Device = OutputDevice;
         keepArgumentGraphs(Call, Before, Part);
-        if (IsForward && (Part.Graph.Value == GraphState::InGraph ||
-                          !Part.GraphSources.empty()))
+        if ((IsForward || RunsLayers) &&
+            (Part.Graph.Value == GraphState::InGraph ||
+             !Part.GraphSources.empty()))
           addSources(Part.GraphSources, {Call.Call});
         St.set(Here, std::move(Part));
       }
@@ -533,6 +545,10 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         L = locationOf(Range).child(Selector::element());
     bool FromParameter = L && L.Kind == Location::Local &&
                          isa_and_nonnull<ParmVarDecl>(L.Root);
+    // An element of a container that holds none runs nothing.
+    const ValueFacts *Elements = L && L.isElement() ? St.lookup(L) : nullptr;
+    if (Elements && Elements->Empty)
+      return;
     if (L && L.isElement() ? !FromParameter
                            : !evaluate(Holder, St).dependsOnEntry())
       forgetModes(St);

@@ -137,11 +137,91 @@ static DeviceHolders deviceHoldersOf(const FunctionSummary &Ctor) {
   return Out;
 }
 
+/// The function a callable argument names where it is written: a lambda,
+/// `f` or `&f`; null for anything else.
+static const FunctionDecl *writtenCallable(const Expr *Arg) {
+  while (Arg) {
+    Arg = Arg->IgnoreImplicit()->IgnoreParens();
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Arg);
+        Construct && Construct->getNumArgs() == 1) {
+      Arg = Construct->getArg(0);
+      continue;
+    }
+    if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(Arg)) {
+      Arg = Cast->getSubExpr();
+      continue;
+    }
+    if (const auto *UO = dyn_cast<UnaryOperator>(Arg);
+        UO && UO->getOpcode() == UO_AddrOf) {
+      Arg = UO->getSubExpr();
+      continue;
+    }
+    break;
+  }
+  if (const auto *Lambda = dyn_cast_or_null<LambdaExpr>(Arg))
+    return Lambda->getCallOperator();
+  if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(Arg))
+    return dyn_cast<FunctionDecl>(Ref->getDecl());
+  return nullptr;
+}
+
+/// The callables a callable parameter held at entry (a hook stored by a
+/// constructor or a setter): those every caller passes, as the callers'
+/// context says, or as every call of the TU writes them when the class is
+/// the main file's (no other TU sees it) and the context is not known yet
+/// (the caller's analysis is under way).
+static void resolveCallables(ValueFacts &F, const FunctionDecl &Function,
+                             const EntryContext &Context,
+                             ProgramModel &Program) {
+  const ValueFacts::ParameterPart Part = F.CallablesAtEntry;
+  if (!Part || Part.Field || Context.Root || !F.Callables.empty() ||
+      F.CallablesKnown)
+    return;
+  llvm::SmallVector<const FunctionDecl *, 2> Callables;
+  if (const ValueFacts *Known =
+          Context.Entry.lookup(Location::local(Part.Param));
+      Known && Known->CallablesKnown) {
+    Callables.assign(Known->Callables.begin(), Known->Callables.end());
+  } else {
+    const SourceManager &SM = Program.context().getSourceManager();
+    const auto *Method = dyn_cast<CXXMethodDecl>(&Function);
+    unsigned Index = Part.Param->getFunctionScopeIndex();
+    if (!Method ||
+        !SM.isInMainFile(SM.getExpansionLoc(Method->getParent()->getLocation())))
+      return;
+    llvm::ArrayRef<CallSite> Sites = Program.callSitesOf(Function);
+    if (Sites.empty())
+      return;
+    for (const CallSite &Site : Sites) {
+      const Expr *Arg = nullptr;
+      if (const auto *Call = dyn_cast<CallExpr>(Site.Call)) {
+        unsigned Offset = isa<CXXOperatorCallExpr>(Call) ? 1 : 0;
+        if (Index + Offset < Call->getNumArgs())
+          Arg = Call->getArg(Index + Offset);
+      } else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Site.Call)) {
+        if (Index < Construct->getNumArgs())
+          Arg = Construct->getArg(Index);
+      }
+      const FunctionDecl *Written = writtenCallable(Arg);
+      if (!Written)
+        return;
+      if (!llvm::is_contained(Callables, Written))
+        Callables.push_back(Written);
+    }
+  }
+  F.Callables.assign(Callables.begin(), Callables.end());
+  F.CallablesKnown = true;
+  F.CallablesOnThis = false;
+  F.CallablesAtEntry = {};
+}
+
 /// \p F with every entry value replaced by what \p Context says of it; a
 /// device parameter's symbolic device by what the callers pass, or else by
 /// the member that holds it.
-static ValueFacts resolveEntries(const ValueFacts &F, const EntryContext &Context,
-                                 const DeviceHolders &Holders) {
+static ValueFacts resolveEntries(const ValueFacts &F, const FunctionDecl &Ctor,
+                                 const EntryContext &Context,
+                                 const DeviceHolders &Holders,
+                                 ProgramModel &Program) {
   ValueFacts R = F;
   if (!R.Device.Entry && R.Device.Value.isSymbolic())
     if (const auto *P = dyn_cast_or_null<ParmVarDecl>(R.Device.Value.holder())) {
@@ -169,6 +249,7 @@ static ValueFacts resolveEntries(const ValueFacts &F, const EntryContext &Contex
   Resolve(R.Pin, &ValueFacts::Pin);
   Resolve(R.Graph, &ValueFacts::Graph);
   Resolve(R.Mode, &ValueFacts::Mode);
+  resolveCallables(R, Ctor, Context, Program);
   return R;
 }
 
@@ -200,6 +281,11 @@ static void joinMethodExit(const CXXMethodDecl &Method,
       Method.isMoveAssignmentOperator())
     return;
   const FunctionDecl *Body = nullptr;
+  // A member of a class template's specialization that nothing
+  // instantiated never runs on its objects.
+  if (!Method.hasBody(Body) && Method.getTemplateInstantiationPattern() &&
+      !Method.isDefined())
+    return;
   if (!Method.hasBody(Body) || !Body || !Program.isAnalyzable(*Body)) {
     // A member function whose body is unknown may change any member it
     // can: every one, unless it is const (which still moves modules).
@@ -211,8 +297,15 @@ static void joinMethodExit(const CXXMethodDecl &Method,
     return;
   }
   State MethodEntry = Entry;
-  for (const ParmVarDecl *P : Body->parameters())
-    MethodEntry.set(Location::local(P), ValueFacts::atEntry(*P));
+  for (const ParmVarDecl *P : Body->parameters()) {
+    ValueFacts F = ValueFacts::atEntry(*P);
+    // A hook a setter stores: what its callers pass.
+    if (isCallableType(P->getType().getNonReferenceType())) {
+      F.CallablesAtEntry = {P, nullptr};
+      resolveCallables(F, *Body, Program.entryContext(*Body), Program);
+    }
+    MethodEntry.set(Location::local(P), F);
+  }
   std::unique_ptr<FlowAnalysis> A = Program.analyse(*Body, MethodEntry);
   if (!A || !A->converged()) {
     for (const FieldDecl *F : Members)
@@ -289,6 +382,39 @@ methodsOfObject(const CXXRecordDecl &Class) {
   return Out;
 }
 
+/// Whether one of \p Methods returns \p Member by non-const reference or
+/// by pointer (`std::vector<Hook> &hooks() { return hooks_; }`): its callers
+/// may fill it.
+static bool handsOut(llvm::ArrayRef<const CXXMethodDecl *> Methods,
+                     const FieldDecl &Member) {
+  auto Returns = [&](const Stmt *S, QualType T, auto &Self) -> bool {
+    if (!S)
+      return false;
+    if (const auto *Return = dyn_cast<ReturnStmt>(S);
+        Return && Return->getRetValue()) {
+      const Expr *Value = Return->getRetValue()->IgnoreParenImpCasts();
+      bool Writable = T->isLValueReferenceType() &&
+                      !T.getNonReferenceType().isConstQualified();
+      if (const auto *UO = dyn_cast<UnaryOperator>(Value);
+          UO && UO->getOpcode() == UO_AddrOf) {
+        Value = UO->getSubExpr()->IgnoreParenImpCasts();
+        Writable = T->isPointerType() && !T->getPointeeType().isConstQualified();
+      }
+      const auto *ME = dyn_cast<MemberExpr>(Value);
+      return Writable && ME && ME->getMemberDecl() == &Member;
+    }
+    for (const Stmt *Child : S->children())
+      if (Self(Child, T, Self))
+        return true;
+    return false;
+  };
+  return llvm::any_of(Methods, [&](const CXXMethodDecl *Method) {
+    const FunctionDecl *Body = nullptr;
+    return Method->hasBody(Body) &&
+           Returns(Body->getBody(), Method->getReturnType(), Returns);
+  });
+}
+
 ClassState computeClassState(const CXXRecordDecl &Class,
                              ProgramModel &Program) {
   ClassState Result;
@@ -326,7 +452,7 @@ ClassState computeClassState(const CXXRecordDecl &Class,
     DeviceHolders Holders = deviceHoldersOf(*Summary);
     for (const SummaryEffect &E : Summary->Effects)
       if (isMemberOf(E.Where, Members)) {
-        Established[E.Where] = resolveEntries(E.Exit, Callers, Holders);
+        Established[E.Where] = resolveEntries(E.Exit, *Ctor, Callers, Holders, Program);
         if (!llvm::is_contained(Keys, E.Where))
           Keys.push_back(E.Where);
       }
@@ -400,7 +526,13 @@ ClassState computeClassState(const CXXRecordDecl &Class,
     if (const FieldDecl *F = Selector::fromRaw(L.Path[0]).asField();
         F && Program.isBoundByConstructor(*F))
       V.Mode = {};
-    if (!V.isUnknown() && !V.Empty)
+    // A container that no method fills stays empty, unless one hands it
+    // out; an undefined tensor member is only unknown.
+    if (V.Empty && (!L.isElement() ||
+                    handsOut(methodsOfObject(*Def),
+                             *Selector::fromRaw(L.Path[0]).asField())))
+      continue;
+    if (!V.isUnknown())
       Result.Members[L] = V;
   }
   return Result;

@@ -202,7 +202,8 @@ void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
   // What the destructor of a local object, or of the object a local
   // std::unique_ptr still holds from make_unique, does: to the caller's
   // objects that members name (`~EvalPhase() { module_.train(); }`), to the
-  // machine (`~Fence() { torch::cuda::synchronize(); }`). (A destructor
+  // machine (`~Fence() { torch::cuda::synchronize(); }`), to the gradients
+  // (`~ResetOnExit() { net_->zero_grad(); }`). (A destructor
   // defined in another file is read only for an object that binds members:
   // see above.)
   bool Owner = isOwningPointer(Var.getType());
@@ -227,6 +228,7 @@ void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
           if (Owner)
             Call.Object = Call.Object.child(Selector::element());
           applySummary(Call, *Summary, Location(), St);
+          applyGradientSummary(*Call.Call, *Summary, St.path());
           if (Summary->MaySynchronize)
             St.completePendingCopies();
         }

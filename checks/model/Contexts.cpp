@@ -146,6 +146,36 @@ static ResolvedCall threadStartCall(const Expr &Start, const FunctionDecl &F,
   return Call;
 }
 
+/// What lambda \p Lambda holds of the variable \p D it captured, where it
+/// runs through a callable away from its creator: a copy holds the value
+/// at the creation; a reference names the variable, which holds that value
+/// or, later, what the creator leaves in it. None when a creation is not
+/// in \p D's own function.
+static std::optional<ValueFacts> captureAtCreation(const FunctionDecl &Lambda,
+                                                   const VarDecl &D,
+                                                   ProgramModel &Program) {
+  std::optional<ValueFacts> Out;
+  for (const CallSite &Site : Program.creationSitesOf(Lambda)) {
+    const auto *Creation = dyn_cast_or_null<LambdaExpr>(Site.Call);
+    if (!Creation || !Site.Caller || D.getDeclContext() != Site.Caller)
+      return std::nullopt;
+    const LambdaCapture *Capture = nullptr;
+    for (const LambdaCapture &C : Creation->captures())
+      if (C.capturesVariable() && C.getCapturedVar() == &D)
+        Capture = &C;
+    const FlowAnalysis *A = Program.analysis(*Site.Caller);
+    std::optional<State> Before = A ? A->stateBefore(*Creation) : std::nullopt;
+    if (!Capture || !Before)
+      return std::nullopt;
+    ValueFacts V = Before->get(Location::local(&D)).withoutEntries();
+    if (Capture->getCaptureKind() == LCK_ByRef)
+      for (const State &End : A->endStates())
+        V = joinFacts(V, End.get(Location::local(&D)).withoutEntries());
+    Out = Out ? joinFacts(*Out, V) : V;
+  }
+  return Out;
+}
+
 EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
   EntryContext C;
   State Parametric = parametricEntry(F);
@@ -329,6 +359,15 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
         V = Known ? *Known : ValueFacts();
         if (QualType T = D->getType().getNonReferenceType();
             Known && isModuleHandleType(T))
+          M.withClassFacts(V, T);
+      } else if (std::optional<ValueFacts> Captured =
+                     IsLambda && isa<VarDecl>(D) &&
+                             !Site.Destroyed && !Site.ThreadStart
+                         ? captureAtCreation(F, *cast<VarDecl>(D), *this)
+                         : std::nullopt) {
+        V = *Captured;
+        if (QualType T = D->getType().getNonReferenceType();
+            isModuleHandleType(T))
           M.withClassFacts(V, T);
       } else {
         V = M.entryValueAt(*D, Call, *Before);

@@ -531,6 +531,19 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
         F.Device = evaluateDeviceSpec(Device, S);
     } else if (isSmartPointerCast(*FD)) {
       F = evaluate(Call.getArg(0), S);
+    } else if (isStdAccumulate(*FD) && isTensorType(Call.getType()) &&
+               Call.getNumArgs() >= 3) {
+      // `std::accumulate(parts.begin(), parts.end(), init)`: the initial
+      // value and every element, summed.
+      llvm::SmallVector<ValueFacts, 2> Facts{evaluate(Call.getArg(2), S)};
+      if (const Expr *Range = iteratedContainer(*Call.getArg(0)))
+        if (std::optional<ValueFacts> Elements = evaluateOperand(*Range, S))
+          Facts.push_back(*Elements);
+      F = combineOperands(Call, Facts, S);
+    } else if (isOwnerFactory(FD) && isModuleHandleType(Call.getType())) {
+      // std::make_shared<Net>(...) handed on as it is made
+      // (`zoo.emplace(name, std::make_shared<Net>(w))`): a module built here.
+      F = newModuleFacts(Call.getType(), Loc);
     }
     // A helper such as pick_device() that proves no constant: whatever it
     // returns.

@@ -356,20 +356,27 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
   // not stay joined in. A back edge accumulates, so that loops converge.
   std::vector<std::map<std::pair<unsigned, unsigned>, State>> Incoming(
       Graph->getNumBlockIDs());
+  // Another function's variable that a hook captured is, where a path has
+  // not written it, what it held at entry (not unknown).
+  auto JoinInto = [&](State &Into, const State &Other) {
+    Into.joinWith(Other, [&](const Location &L) {
+      return isForeignVariable(L, Function);
+    });
+  };
   auto Arrive = [&](const CFGBlock &From, unsigned Edge, const CFGBlock &To,
                     State Out) {
     auto &Edges = Incoming[To.getBlockID()];
     auto [It, New] = Edges.try_emplace({From.getBlockID(), Edge}, Out);
     if (!New) {
       if (Order[From.getBlockID()] >= Order[To.getBlockID()])
-        It->second.joinWith(Out);
+        JoinInto(It->second, Out);
       else
         It->second = std::move(Out);
     }
     std::optional<State> Joined;
     for (const auto &[Key, EdgeState] : Edges) {
       if (Joined)
-        Joined->joinWith(EdgeState);
+        JoinInto(*Joined, EdgeState);
       else
         Joined = EdgeState;
     }

@@ -90,6 +90,9 @@ public:
   LoopContext loopContext(const Stmt &S) const;
   /// Whether \p S runs on every call of the function.
   bool runsOnEveryCall(const Stmt &S) const;
+  /// Whether one of this function's loops runs both \p A and \p B: what
+  /// \p A leaves may meet \p B on a later iteration.
+  bool shareLoop(const Stmt &A, const Stmt &B) const;
   /// The largest device count that a comparison of this function with a
   /// constant proves on some path, and the comparison.
   std::pair<int64_t, const Expr *> largestCountProven() const;

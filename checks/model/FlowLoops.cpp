@@ -344,6 +344,17 @@ std::pair<int64_t, const Expr *> FlowAnalysis::largestCountProven() const {
   return Best;
 }
 
+bool FlowAnalysis::shareLoop(const Stmt &A, const Stmt &B) const {
+  const CFGBlock *BlockA = blockOf(A), *BlockB = blockOf(B);
+  if (!BlockA || !BlockB)
+    return false;
+  computeLoops();
+  return llvm::any_of(Loops, [&](const Loop &L) {
+    return L.Blocks.test(BlockA->getBlockID()) &&
+           L.Blocks.test(BlockB->getBlockID());
+  });
+}
+
 bool FlowAnalysis::runsOnEveryCall(const Stmt &S) const {
   const CFGBlock *Block = blockOf(S);
   return Block && exitState() && dominates(*Block, Graph->getExit());

@@ -69,6 +69,10 @@ Tri meanLoss(const CallExpr &Call);
 const Expr *callableHolder(const CallExpr &Call);
 /// The variables a lambda's call operator captures, or none.
 llvm::SmallVector<const VarDecl *, 4> capturedVariables(const FunctionDecl &F);
+/// Whether \p L is a variable of another function than \p Function, which
+/// it does not capture: a lambda that \p Function runs captured it where it
+/// was written. It travels as an entry value: that function knows it.
+bool isForeignVariable(const Location &L, const FunctionDecl *Function);
 /// The element variable of a range-for that \p E names, itself or a part
 /// of it (`hook`, `kv.second`, a structured binding's `hook`); null
 /// otherwise.
@@ -408,6 +412,11 @@ private:
   void transferGradientState(const CallExpr &Call,
                              const FunctionSummary *Summary,
                              State &St) const;
+  /// What a callee's summary does to the gradients, run at \p Call (a
+  /// call, or the construction whose object's destructor runs).
+  static void applyGradientSummary(const Stmt &Call,
+                                   const FunctionSummary &Summary,
+                                   PathFacts &Path);
   /// What a call does to autocast (a path fact): switches it on or off,
   /// sets CUDA's dtype, or leaves it as its summary says.
   void transferAutocast(const CallExpr &Call, const FunctionSummary *Summary,
@@ -436,6 +445,9 @@ private:
   /// What an update of \p Into adds to it: `v` in `c + v`, `0.1 * v` in
   /// `0.9 * c + 0.1 * v`; null when \p Update is not such a sum.
   const Expr *addedTerm(const Expr *Update, const Location &Into) const;
+  /// A tensor term of the arithmetic \p E that does not read \p Into: `v`
+  /// in `0.1 * (v - c)`; null when every term reads it.
+  const Expr *freshTerm(const Expr *E, const Location &Into) const;
   void transferConstruction(const CXXConstructExpr &E, const Location &Object,
                             State &St) const;
   /// A value a callee returns or stores as it received it, the parameter

@@ -73,10 +73,16 @@ Location FlowModel::callerLocation(const Location &InCallee,
       return Base ? throughBindings(InCallee.rebased(Base)) : Location();
     }
     // A variable a lambda captures: the caller's own, when the caller is the
-    // function that declares it or a lambda that captures it too.
+    // function that declares it or a lambda that captures it too; else the
+    // variable of the function that declares it, which this caller's
+    // callers reach (a hook run by a trainer's method).
     if (InCallee.Root && Function &&
         (InCallee.Root->getDeclContext() == Function ||
          llvm::is_contained(capturedVariables(*Function), InCallee.Root)))
+      return InCallee;
+    if (InCallee.Root && Function && isa<VarDecl>(InCallee.Root) &&
+        !isa<ParmVarDecl>(InCallee.Root) &&
+        InCallee.Root->getDeclContext()->isFunctionOrMethod())
       return InCallee;
     return {};
   }
@@ -157,6 +163,10 @@ ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
       withClassFacts(Held, T);
     return Held;
   }
+  // Another function's variable that a hook captured: what it held when
+  // this function was entered.
+  if (isForeignVariable(L, Function))
+    return ValueFacts::atEntry(*L.Root);
   if (std::optional<ValueFacts> Part = enclosingModuleFacts(L, S))
     return *Part;
   if (L.Kind == Location::Global && !L.Depth)
@@ -335,6 +345,16 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
       // The entry value on some paths, Otherwise on the others: known when
       // the caller's value is Otherwise. (A path of the callee may not run
       // for this call: "one or the other" would claim that it does.)
+      if constexpr (std::is_same_v<SourcedT, Sourced<ModuleMode>>)
+        // Training on every path or on some: on some path, whichever runs.
+        if (Here.isKnown() && Here.Value != Fact.Otherwise &&
+            Here.Value != ModuleMode::Eval &&
+            Fact.Otherwise != ModuleMode::Eval) {
+          SourcedT Some = throughCall(Fact, Call);
+          Some.Value = ModuleMode::TrainOnSomePath;
+          Some.Otherwise = {};
+          return Some;
+        }
       if (Here.isKnown())
         return Here.Value == Fact.Otherwise ? Here : SourcedT();
       if (!Here.Entry || Here.AlsoEntry ||

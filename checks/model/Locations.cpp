@@ -289,8 +289,12 @@ Location FlowModel::locationOf(const Expr *E) const {
       return {};
     case OO_Star:
     case OO_Arrow:
-      // `*net`, `net->`: a module handle stands for its module.
-      if (isModuleHandleType(ObjectType))
+      // `*net`, `net->`: a module handle stands for its module; so does a
+      // std::shared_ptr to one (whose operators are its base class's)
+      // handed on as `*net`, as module calls (`net->train()`) name it.
+      if (isModuleHandleType(ObjectType) ||
+          (Op->getOperator() == OO_Star &&
+           isModuleHandleType(Object->IgnoreParenImpCasts()->getType())))
         return locationOf(Object);
       // `*o`, `o->`: the value an optional holds, the object a unique or
       // (a local's, that nothing copies) shared pointer owns.

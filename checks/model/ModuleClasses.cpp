@@ -118,15 +118,85 @@ static bool registersAnything(const CXXRecordDecl &RD) {
   });
 }
 
+/// Whether \p Init builds an empty holder (`Dropout drop{nullptr}`).
+static bool buildsNullHolder(const Expr *Init) {
+  if (const auto *Default = dyn_cast_or_null<CXXDefaultInitExpr>(Init))
+    Init = Default->getExpr();
+  if (const auto *List = dyn_cast_or_null<InitListExpr>(Init);
+      List && List->getNumInits() == 1)
+    Init = List->getInit(0);
+  const auto *Construct =
+      dyn_cast_or_null<CXXConstructExpr>(Init ? Init->IgnoreImplicit() : nullptr);
+  return Construct && Construct->getNumArgs() == 1 &&
+         Construct->getArg(0)->IgnoreImplicit()->getType()->isNullPtrType();
+}
+
+/// Whether a statement of \p F's own body, which runs on every path,
+/// assigns \p Field, itself or through a method of its object that does
+/// (`reset()` of a Cloneable, called by the constructor).
+static bool assignsOnEveryPath(const FunctionDecl &F, const FieldDecl &Field,
+                               unsigned Depth = 0) {
+  const auto *Body = dyn_cast_or_null<CompoundStmt>(F.getBody());
+  return Depth < 3 && Body && llvm::any_of(Body->body(), [&](const Stmt *S) {
+    const auto *E = dyn_cast<Expr>(S);
+    if (!E)
+      return false;
+    E = E->IgnoreImplicit();
+    if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(E);
+        Op && Op->isAssignmentOp() && Op->getNumArgs() == 2)
+      if (const auto *Member =
+              dyn_cast<MemberExpr>(Op->getArg(0)->IgnoreParenImpCasts()))
+        return Member->getMemberDecl() == &Field;
+    const auto *Call = dyn_cast<CXXMemberCallExpr>(E);
+    const CXXMethodDecl *Method = Call ? Call->getMethodDecl() : nullptr;
+    const Expr *Object = Call ? Call->getImplicitObjectArgument() : nullptr;
+    const FunctionDecl *Def = nullptr;
+    return Method && Object && isa<CXXThisExpr>(Object->IgnoreParenImpCasts()) &&
+           Method->hasBody(Def) && assignsOnEveryPath(*Def, Field, Depth + 1);
+  });
+}
+
+/// Whether every constructor of \p RD leaves a module in \p Field: one
+/// that starts it empty assigns it in a statement of its own body that runs
+/// on every path (`drop = register_module("drop", Dropout(0.5));`), not
+/// under a condition (`if (mc_dropout) drop = ...`).
+static bool holdsModuleAfterConstruction(const CXXRecordDecl &RD,
+                                         const FieldDecl &Field) {
+  for (const CXXConstructorDecl *Ctor : RD.ctors()) {
+    if (!Ctor->isUserProvided() || Ctor->isCopyOrMoveConstructor())
+      continue;
+    const FunctionDecl *Def = nullptr;
+    if (!Ctor->hasBody(Def))
+      continue;
+    const Expr *Init = Field.getInClassInitializer();
+    for (const CXXCtorInitializer *I : cast<CXXConstructorDecl>(Def)->inits())
+      if (I->getMember() == &Field)
+        Init = I->getInit();
+    if (!buildsNullHolder(Init))
+      continue;
+    if (!assignsOnEveryPath(*Def, Field))
+      return false;
+  }
+  return true;
+}
+
 Tri ProgramModel::userModuleModeLayers(const CXXRecordDecl &RD) {
   if (!RD.hasDefinition() || RD.isDependentContext())
     return Tri::Unknown;
   auto ModeDependent = [&](QualType T) {
     return isModuleHandleType(T) && moduleClassFacts(T).ModeLayers == Tri::Yes;
   };
+  bool Conditional = false;
   for (const FieldDecl *Field : RD.fields())
-    if (ModeDependent(Field->getType()))
-      return Tri::Yes;
+    if (ModeDependent(Field->getType())) {
+      if (holdsModuleAfterConstruction(RD, *Field))
+        return Tri::Yes;
+      Conditional = true;
+    }
+  // A layer built on some paths only (`if (mc_dropout) drop = ...`) proves
+  // nothing for the module it is built in.
+  if (Conditional)
+    return Tri::Unknown;
   for (const CXXBaseSpecifier &Base : RD.bases())
     if (ModeDependent(Base.getType()))
       return Tri::Yes;

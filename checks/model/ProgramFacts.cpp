@@ -39,9 +39,23 @@ bool ProgramModel::isBuilding(const CXXRecordDecl *Class) const {
   return Class && llvm::is_contained(Building, Class->getCanonicalDecl());
 }
 
+const CXXRecordDecl *
+ProgramModel::buildingObjectOf(const CXXRecordDecl *Class) const {
+  if (!Class)
+    return nullptr;
+  Class = Class->getCanonicalDecl();
+  for (const CXXRecordDecl *Built : llvm::reverse(Building))
+    if (Built == Class ||
+        (Built->hasDefinition() && Class->hasDefinition() &&
+         Built->getDefinition()->isDerivedFrom(Class->getDefinition())))
+      return Built;
+  return nullptr;
+}
+
 const llvm::DenseMap<Location, ValueFacts> *
 ProgramModel::classInvariantSoFar(const CXXRecordDecl *Class) const {
-  return Class ? InvariantsSoFar.lookup(Class->getCanonicalDecl()) : nullptr;
+  const CXXRecordDecl *Built = buildingObjectOf(Class);
+  return Built ? InvariantsSoFar.lookup(Built) : nullptr;
 }
 
 void ProgramModel::setClassInvariantSoFar(
@@ -61,7 +75,7 @@ bool ProgramModel::callsClassUnderConstruction(const CallExpr &Call) const {
   const Expr *Object = Member ? Member->getImplicitObjectArgument() : nullptr;
   bool Cut = Method && !Method->isStatic() && Object &&
              isa<CXXThisExpr>(Object->IgnoreParenImpCasts()) &&
-             isBuilding(Method->getParent());
+             buildingObjectOf(Method->getParent());
   BuildCuts += Cut;
   return Cut;
 }
@@ -433,6 +447,34 @@ ProgramModel::graphsReturnedBy(const FunctionDecl &F) {
   return Out;
 }
 
+/// Whether \p S assigns the variable \p P (`window = torch::cat(...)`).
+static bool assigns(const Stmt *S, const ParmVarDecl &P) {
+  if (!S)
+    return false;
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
+      Op && Op->isAssignmentOp() && Op->getNumArgs() == 2)
+    if (const auto *Ref =
+            dyn_cast<DeclRefExpr>(Op->getArg(0)->IgnoreParenImpCasts());
+        Ref && Ref->getDecl() == &P)
+      return true;
+  for (const Stmt *Child : S->children())
+    if (assigns(Child, P))
+      return true;
+  return false;
+}
+
+/// Whether what \p F leaves in its parameter \p P at \p Depth reaches the
+/// caller: through a reference or a pointer, a shared module, or a tensor
+/// handle passed by value that \p F never rebinds (its in-place updates
+/// are the caller's tensor's).
+static bool reachesCaller(const ParmVarDecl &P, unsigned Depth,
+                          const FunctionDecl &F) {
+  QualType T = P.getType();
+  if (T->isReferenceType() || T->isPointerType() || isModuleHandleType(T))
+    return true;
+  return Depth == 0 && isTensorType(T) && !assigns(F.getBody(), P);
+}
+
 const llvm::DenseSet<const Stmt *> &
 ProgramModel::graphsKeptBy(const FunctionDecl &F) {
   auto [It, New] = Kept.try_emplace(&F);
@@ -444,9 +486,10 @@ ProgramModel::graphsKeptBy(const FunctionDecl &F) {
     for (const State &S : A->endStates()) {
       Out.insert(S.path().GraphsEscaped.begin(), S.path().GraphsEscaped.end());
       S.forEach([&](const Location &L, const ValueFacts &V) {
+        const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
         bool Outlives = L.Kind == Location::This || L.Kind == Location::Global ||
-                        (L.Kind == Location::Local &&
-                         isa_and_nonnull<ParmVarDecl>(L.Root));
+                        (L.Kind == Location::Local && P &&
+                         reachesCaller(*P, L.Depth, F));
         if (Outlives)
           Out.insert(V.GraphSources.begin(), V.GraphSources.end());
       });

@@ -106,6 +106,14 @@ capturedVariables(const FunctionDecl &F) {
   return Out;
 }
 
+bool isForeignVariable(const Location &L, const FunctionDecl *Function) {
+  return L.Kind == Location::Local && !L.Depth && L.Root && Function &&
+         isa<VarDecl>(L.Root) && !isa<ParmVarDecl>(L.Root) &&
+         L.Root->getDeclContext() != Function &&
+         L.Root->getDeclContext()->isFunctionOrMethod() &&
+         !llvm::is_contained(capturedVariables(*Function), L.Root);
+}
+
 /// The class whose members `this` names in \p F (the enclosing method's,
 /// for a lambda that captures `this`); null for a free function.
 static const CXXRecordDecl *thisClass(const FunctionDecl &F) {
@@ -170,7 +178,11 @@ State ProgramModel::parametricEntry(const FunctionDecl &Function) {
     return Entry;
   // A method's members start as the class state says, tagged as entry
   // values so that a caller that knows better can say so.
-  if (!isBuilding(Class)) {
+  // While the class state is being built, its members are entry values
+  // only: an analysis from there is not kept.
+  if (isBuilding(Class))
+    ++BuildCuts;
+  else {
     for (const auto &[Member, Facts] : classState(*Class).Members) {
       ValueFacts F = Facts;
       if (const FieldDecl *Field = Selector::fromRaw(Member.Path[0]).asField())

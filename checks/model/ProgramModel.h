@@ -242,12 +242,16 @@ public:
                                          unsigned Depth = 0);
   /// Whether a method of \p Class is being analysed to compute its state.
   bool isBuilding(const CXXRecordDecl *Class) const;
+  /// The innermost class being built whose objects run \p Class's methods
+  /// on themselves: \p Class or a class derived from it.
+  const CXXRecordDecl *buildingObjectOf(const CXXRecordDecl *Class) const;
   bool callsClassUnderConstruction(const CallExpr &Call) const;
   /// How many answers were given short because a class was being built.
   unsigned buildCuts() const { return BuildCuts; }
-  /// While \p Class's state is computed: its members' facts so far, the
-  /// invariant that a call of one of its methods on `*this` leaves (every
-  /// method is analysed from it until it holds); null otherwise.
+  /// While the state of \p Class, or of a class derived from it, is
+  /// computed: its members' facts so far, the invariant that a call of one
+  /// of \p Class's methods on `*this` leaves (every method is analysed from
+  /// it until it holds); null otherwise.
   const llvm::DenseMap<Location, ValueFacts> *
   classInvariantSoFar(const CXXRecordDecl *Class) const;
   void setClassInvariantSoFar(const CXXRecordDecl &Class,

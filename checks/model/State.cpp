@@ -199,6 +199,28 @@ static bool keptCpuWhereCuda(const State &Kept, const State &Moved) {
   return Found;
 }
 
+void State::joinWith(const State &Other,
+                     llvm::function_ref<bool(const Location &)> HeldAtEntry) {
+  auto AtEntry = [&](State &Missing, const State &Has) {
+    Has.forEach([&](const Location &L, const ValueFacts &) {
+      if (HeldAtEntry(L) && !Missing.lookup(L))
+        Missing.set(L, ValueFacts::atEntry(*L.Root));
+    });
+  };
+  AtEntry(*this, Other);
+  bool OtherMisses = false;
+  forEach([&](const Location &L, const ValueFacts &) {
+    OtherMisses |= HeldAtEntry(L) && !Other.lookup(L);
+  });
+  if (!OtherMisses) {
+    joinWith(Other);
+    return;
+  }
+  State Filled = Other;
+  AtEntry(Filled, *this);
+  joinWith(Filled);
+}
+
 bool State::joinWith(const State &Other) {
   bool Changed = false;
   bool MineKeptCpu = keptCpuWhereCuda(*this, Other);

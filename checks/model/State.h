@@ -17,6 +17,7 @@
 #include "Facts.h"
 #include "clang/AST/StmtCXX.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/Hashing.h"
 #include <array>
 #include <cstdint>
@@ -202,6 +203,11 @@ public:
 
   /// Merges \p Other into this state; returns true when this state changed.
   bool joinWith(const State &Other);
+  /// The same, where a location that one side lacks and \p HeldAtEntry
+  /// accepts (another function's variable a hook captured) stands for what
+  /// it held at entry on that side, not for an unknown value.
+  void joinWith(const State &Other,
+                llvm::function_ref<bool(const Location &)> HeldAtEntry);
   bool operator==(const State &O) const;
   size_t size() const { return Values.size(); }
 

@@ -25,14 +25,23 @@ static bool isVisibleToCaller(const Location &L, const FunctionDecl &F) {
     return true;
   case Location::Local: {
     const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
+    // Another function's variable that this one does not capture, which a
+    // lambda captured where it was written and this function ran: that
+    // function's callers know it.
+    if (!P && L.Root && L.Root->getDeclContext() != &F &&
+        L.Root->getDeclContext()->isFunctionOrMethod() &&
+        !llvm::is_contained(capturedVariables(F), L.Root))
+      return true;
     if (!P) {
-      // A variable a lambda captures by reference.
+      // A variable a lambda captures by reference, or a module handle it
+      // captures by copy (which names the same module).
       const auto *Method = dyn_cast<CXXMethodDecl>(&F);
       if (!Method || !Method->getParent()->isLambda())
         return false;
       for (const LambdaCapture &C : Method->getParent()->captures())
         if (C.capturesVariable() && C.getCapturedVar() == L.Root)
-          return C.getCaptureKind() == LCK_ByRef;
+          return C.getCaptureKind() == LCK_ByRef ||
+                 isModuleHandleType(L.Root->getType());
       return false;
     }
     QualType T = P->getType();

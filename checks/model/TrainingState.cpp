@@ -65,6 +65,36 @@ bool FlowModel::testsCounterAt(const Expr *Cond, const State &S) const {
   return Summary && Summary->CountsIterations;
 }
 
+/// What a call leaves pending: where it is in the callee, when this TU has
+/// it.
+template <typename Pending>
+static void leaveAt(const Stmt &Call, SourceLocation InCallee, Pending &Into) {
+  if (InCallee.isInvalid())
+    return;
+  SourceLocation AtCall = isa<Expr>(Call) ? cast<Expr>(Call).getExprLoc()
+                                          : Call.getBeginLoc();
+  std::pair<const Stmt *, SourceLocation> Entry{
+      &Call, InCallee.isFileID() ? InCallee : AtCall};
+  if (!llvm::is_contained(Into, Entry))
+    Into.push_back(Entry);
+}
+
+/// Every optimizer's gradients were reset.
+static void resetGradients(PathFacts &Path) {
+  Path.StepsWithoutReset.clear();
+  Path.GradientsResetSinceEntry = true;
+  Path.BackwardsNotStepped.clear();
+  Path.BackwardsCounted.clear();
+  Path.GradientsSettledSinceEntry = true;
+}
+
+/// The pending gradients were applied (a step) or dropped.
+static void settleGradients(PathFacts &Path) {
+  Path.BackwardsNotStepped.clear();
+  Path.BackwardsCounted.clear();
+  Path.GradientsSettledSinceEntry = true;
+}
+
 void FlowModel::transferGradientState(const CallExpr &Call,
                                       const FunctionSummary *Summary,
                                       State &St) const {
@@ -80,45 +110,36 @@ void FlowModel::transferGradientState(const CallExpr &Call,
   bool Opaque = !Summary && FD && !isLibraryFunction(*FD) &&
                 mayResetGradients(Call);
   bool Step = isOptimizerStepCall(Call, options());
-  if (isGradientReset(Call, options()) ||
-      (Summary && Summary->ResetsGradients) || Opaque) {
-    Path.StepsWithoutReset.clear();
-    Path.GradientsResetSinceEntry = true;
-    Path.BackwardsNotStepped.clear();
-    Path.BackwardsCounted.clear();
-    Path.GradientsSettledSinceEntry = true;
-  }
-  if (Step || (Summary && Summary->SettlesGradients)) {
-    Path.BackwardsNotStepped.clear();
-    Path.BackwardsCounted.clear();
-    Path.GradientsSettledSinceEntry = true;
-  }
-  Path.GradientsRescaled |= isGradientRescale(Call) ||
-                            (Summary && Summary->RescalesGradients);
-  // What the call leaves: where it is in the callee, when this TU has it.
-  auto Left = [&](SourceLocation InCallee, auto &Into) {
-    if (InCallee.isInvalid())
-      return;
-    std::pair<const Stmt *, SourceLocation> Entry{
-        &Call, InCallee.isFileID() ? InCallee : Call.getExprLoc()};
-    if (!llvm::is_contained(Into, Entry))
-      Into.push_back(Entry);
-  };
+  if (isGradientReset(Call, options()) || Opaque)
+    resetGradients(Path);
+  if (Step)
+    settleGradients(Path);
+  Path.GradientsRescaled |= isGradientRescale(Call);
   if (Step) {
-    Left(Call.getExprLoc(), Path.StepsWithoutReset);
-    Left(Call.getExprLoc(), Path.StepsRun);
+    leaveAt(Call, Call.getExprLoc(), Path.StepsWithoutReset);
+    leaveAt(Call, Call.getExprLoc(), Path.StepsRun);
   } else if (Summary) {
-    Left(Summary->StepWithoutReset, Path.StepsWithoutReset);
-    Left(Summary->StepRun, Path.StepsRun);
-    Left(Summary->BackwardNotStepped, Path.BackwardsNotStepped);
-    // A callee that branches on a counter (`step_if_ready()`): what is
-    // pending after it is left so by design.
-    if (Summary->CountsIterations) {
-      Path.countPendingBackwards();
-    }
+    applyGradientSummary(Call, *Summary, Path);
   }
   if (isBackwardCall(Call, options()))
-    Left(Call.getExprLoc(), Path.BackwardsNotStepped);
+    leaveAt(Call, Call.getExprLoc(), Path.BackwardsNotStepped);
+}
+
+void FlowModel::applyGradientSummary(const Stmt &Call,
+                                     const FunctionSummary &Summary,
+                                     PathFacts &Path) {
+  if (Summary.ResetsGradients)
+    resetGradients(Path);
+  if (Summary.SettlesGradients)
+    settleGradients(Path);
+  Path.GradientsRescaled |= Summary.RescalesGradients;
+  leaveAt(Call, Summary.StepWithoutReset, Path.StepsWithoutReset);
+  leaveAt(Call, Summary.StepRun, Path.StepsRun);
+  leaveAt(Call, Summary.BackwardNotStepped, Path.BackwardsNotStepped);
+  // A callee that branches on a counter (`step_if_ready()`): what is
+  // pending after it is left so by design.
+  if (Summary.CountsIterations)
+    Path.countPendingBackwards();
 }
 
 

@@ -485,6 +485,29 @@ void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
   St.set(L, V);
 }
 
+const Expr *FlowModel::freshTerm(const Expr *E, const Location &Into) const {
+  E = stripConversions(E);
+  if (!isTensorType(E->getType()))
+    return nullptr;
+  if (!readsLocation(E, Into))
+    return E;
+  const auto *Op = dyn_cast<CXXOperatorCallExpr>(E);
+  if (!Op || Op->getNumArgs() != 2)
+    return nullptr;
+  switch (Op->getOperator()) {
+  case OO_Plus:
+  case OO_Minus:
+  case OO_Star:
+  case OO_Slash:
+    for (const Expr *Arg : {Op->getArg(1), Op->getArg(0)})
+      if (const Expr *Fresh = freshTerm(Arg, Into))
+        return Fresh;
+    return nullptr;
+  default:
+    return nullptr;
+  }
+}
+
 const Expr *FlowModel::addedTerm(const Expr *Update,
                                  const Location &Into) const {
   const auto *Op = dyn_cast<CXXOperatorCallExpr>(stripConversions(Update));
@@ -492,8 +515,16 @@ const Expr *FlowModel::addedTerm(const Expr *Update,
     return nullptr;
   bool ReadsLeft = readsLocation(Op->getArg(0), Into);
   bool ReadsRight = readsLocation(Op->getArg(1), Into);
-  if (ReadsLeft == ReadsRight)
+  if (!ReadsLeft && !ReadsRight)
     return nullptr;
+  if (ReadsLeft && ReadsRight) {
+    // `c = c + 0.1 * (v - c)` (a running mean): the term of the update that
+    // does not read the accumulator.
+    for (const Expr *Side : {Op->getArg(1), Op->getArg(0)})
+      if (const Expr *Fresh = freshTerm(Side, Into))
+        return Fresh;
+    return nullptr;
+  }
   const Expr *Old = ReadsLeft ? Op->getArg(0) : Op->getArg(1);
   const Expr *Other = ReadsLeft ? Op->getArg(1) : Op->getArg(0);
   switch (Op->getOperator()) {

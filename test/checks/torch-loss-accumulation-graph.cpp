@@ -2,6 +2,7 @@
 // RUN: %check_torch_tidy %s torch-loss-accumulation-graph %t
 
 #include <torch/torch.h>
+#include <numeric>
 #include <variant>
 #include <vector>
 
@@ -429,5 +430,35 @@ void sum_step_losses(Net &model, torch::optim::SGD &opt) {
       continue;
     total += std::get<torch::Tensor>(outcome);
     // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'std::get<torch::Tensor>(outcome)' (from 'step_or_skip()' {{.*}}) is still attached to its autograd graph {{.*}}[torch-loss-accumulation-graph]
+  }
+}
+
+// A running mean written as an update of itself (`c = c + a * (v - c)`):
+// each step's loss is still added.
+void running_mean_of_losses(Net &model, torch::optim::SGD &opt) {
+  auto smooth = torch::zeros({});
+  for (int step = 0; step < 100; ++step) {
+    auto loss = model->forward(torch::randn({8, 4})).mean();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    smooth = smooth + 0.02 * (loss - smooth);
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'loss' is still attached to its autograd graph {{.*}}[torch-loss-accumulation-graph]
+  }
+}
+
+// std::accumulate over the step's part losses: their sum keeps their graphs.
+void folded_part_losses(Net &model, torch::optim::SGD &opt) {
+  auto total = torch::zeros({});
+  for (int step = 0; step < 100; ++step) {
+    std::vector<torch::Tensor> parts;
+    for (int k = 0; k < 3; ++k)
+      parts.push_back(model->forward(torch::randn({8, 4})).mean());
+    auto sum = std::accumulate(parts.begin(), parts.end(), torch::zeros({}));
+    opt.zero_grad();
+    sum.backward();
+    opt.step();
+    total += sum;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'sum' is still attached to its autograd graph {{.*}}[torch-loss-accumulation-graph]
   }
 }

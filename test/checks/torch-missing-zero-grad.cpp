@@ -272,3 +272,44 @@ void gradients_set_to_none(Net &net, torch::optim::Optimizer &opt) {
       p.mutable_grad() = torch::Tensor();
   }
 }
+
+// A local object whose destructor resets the gradients, at the end of each
+// iteration.
+struct ResetOnExit {
+  explicit ResetOnExit(Net n) : net(std::move(n)) {}
+  ~ResetOnExit() { net->zero_grad(); }
+  Net net;
+};
+
+void reset_by_a_destructor(Net &net, torch::optim::Optimizer &opt) {
+  for (int i = 0; i < 10; ++i) {
+    ResetOnExit reset(net);
+    net->forward(batch()).mean().backward();
+    opt.step();
+  }
+}
+
+// Two trainers fitted one after the other: the first one's last step and
+// the second one's first backward() share no iteration.
+class StepThenReset {
+public:
+  explicit StepThenReset(Net n) : net_(n), opt_(net_->parameters(), 0.1) {}
+  void fit() {
+    for (int i = 0; i < 10; ++i) {
+      opt_.zero_grad();
+      net_->forward(batch()).mean().backward();
+      opt_.step();
+    }
+  }
+
+private:
+  Net net_;
+  torch::optim::SGD opt_;
+};
+
+void two_trainers() {
+  Net a, b;
+  StepThenReset first(a), second(b);
+  first.fit();
+  second.fit();
+}
