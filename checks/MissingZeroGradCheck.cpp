@@ -87,15 +87,9 @@ void MissingZeroGradCheck::report(const Violation &V, ProgramModel &Program) {
            SM.isPointWithin(S->getBeginLoc(), Here->getBody()->getBeginLoc(),
                             Here->getBody()->getEndLoc());
   };
-  // A step meets the next iteration's backward() only around a loop: one
-  // of this function's that runs both, or the one its callers run it in
-  // (two trainers fitted one after the other share no iteration).
-  bool CalledInLoop =
-      Here && Program.entryContext(*Here).Loop.Loop.isValid();
-  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 2> Pending;
-  for (const auto &Entry : V.Context.Path.StepsWithoutReset)
-    if (CalledInLoop || V.Analysis->shareLoop(*Entry.first, *V.Site))
-      Pending.push_back(Entry);
+  // Only the steps that may meet this backward() on a later iteration.
+  auto Pending = V.Analysis->leftForLaterIteration(
+      *V.Site, V.Context.Path.StepsWithoutReset);
   llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 2> Steps;
   for (const auto &Entry : Pending)
     if (InHere(Entry.first))

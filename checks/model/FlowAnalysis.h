@@ -90,9 +90,14 @@ public:
   LoopContext loopContext(const Stmt &S) const;
   /// Whether \p S runs on every call of the function.
   bool runsOnEveryCall(const Stmt &S) const;
-  /// Whether one of this function's loops runs both \p A and \p B: what
-  /// \p A leaves may meet \p B on a later iteration.
-  bool shareLoop(const Stmt &A, const Stmt &B) const;
+  /// Of the statements \p Left that left something pending (an optimizer
+  /// step with no reset after it), those whose leftover may meet \p Site on
+  /// a later iteration: a loop of this function runs both, or its callers
+  /// run it in one. (Two trainers fitted one after the other share none.)
+  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 2>
+  leftForLaterIteration(
+      const Stmt &Site,
+      llvm::ArrayRef<std::pair<const Stmt *, SourceLocation>> Left) const;
   /// The largest device count that a comparison of this function with a
   /// constant proves on some path, and the comparison.
   std::pair<int64_t, const Expr *> largestCountProven() const;

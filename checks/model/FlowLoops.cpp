@@ -344,15 +344,27 @@ std::pair<int64_t, const Expr *> FlowAnalysis::largestCountProven() const {
   return Best;
 }
 
-bool FlowAnalysis::shareLoop(const Stmt &A, const Stmt &B) const {
-  const CFGBlock *BlockA = blockOf(A), *BlockB = blockOf(B);
-  if (!BlockA || !BlockB)
-    return false;
+llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 2>
+FlowAnalysis::leftForLaterIteration(
+    const Stmt &Site,
+    llvm::ArrayRef<std::pair<const Stmt *, SourceLocation>> Left) const {
+  llvm::SmallVector<std::pair<const Stmt *, SourceLocation>, 2> Out;
+  if (Function && Program.entryContext(*Function).Loop.Loop.isValid()) {
+    Out.assign(Left.begin(), Left.end());
+    return Out;
+  }
+  const CFGBlock *SiteBlock = blockOf(Site);
+  if (!SiteBlock)
+    return Out;
   computeLoops();
-  return llvm::any_of(Loops, [&](const Loop &L) {
-    return L.Blocks.test(BlockA->getBlockID()) &&
-           L.Blocks.test(BlockB->getBlockID());
-  });
+  for (const auto &Entry : Left)
+    if (const CFGBlock *Block = blockOf(*Entry.first))
+      if (llvm::any_of(Loops, [&](const Loop &L) {
+            return L.Blocks.test(Block->getBlockID()) &&
+                   L.Blocks.test(SiteBlock->getBlockID());
+          }))
+        Out.push_back(Entry);
+  return Out;
 }
 
 bool FlowAnalysis::runsOnEveryCall(const Stmt &S) const {
