@@ -80,9 +80,8 @@ Location FlowModel::callerLocation(const Location &InCallee,
         (InCallee.Root->getDeclContext() == Function ||
          llvm::is_contained(capturedVariables(*Function), InCallee.Root)))
       return InCallee;
-    if (InCallee.Root && Function && isa<VarDecl>(InCallee.Root) &&
-        !isa<ParmVarDecl>(InCallee.Root) &&
-        InCallee.Root->getDeclContext()->isFunctionOrMethod())
+    if (InCallee.Root &&
+        isForeignVariable(Location::local(InCallee.Root), Function))
       return InCallee;
     return {};
   }
