@@ -38,8 +38,18 @@ public:
     Out.Operands.push_back({M.evaluate(Value, St), quotedSource(Value, Ctx, "the value"),
                             Value});
     Out.Flags = A.How;
+    if (Storage.Kind == Location::Local && outlivesFunction(Storage, M.function()))
+      Out.Flags |= IntoAnotherFunctionsVariable;
     return true;
   }
+
+  /// The accumulator is a variable another function declares (a capture
+  /// of a hook that a trainer runs).
+  static constexpr unsigned IntoAnotherFunctionsVariable = 1u << 8;
+  static constexpr unsigned HowMask = 3;
+
+  static bool loopInDeclaringFunction(const Operand &Accumulator,
+                                      SourceLocation Loop);
 
   Verdict judge(const RequirementMatch &M, const SiteContext &C) const override {
     const ValueFacts &Acc = M.Operands[0].Facts;
@@ -54,6 +64,12 @@ public:
     // The accumulator still holds the graph this accumulation added before.
     if (InGraph && C.At && llvm::is_contained(Acc.GraphSources, C.At))
       return Verdict::Violated;
+    // Another function's variable, to which a training loop away from that
+    // function adds each iteration's graph.
+    bool IntoOther = M.Flags & IntoAnotherFunctionsVariable;
+    if (InGraph && IntoOther && C.Loop.TrainingLoop.isValid() &&
+        !loopInDeclaringFunction(M.Operands[0], C.Loop.TrainingLoop))
+      return Verdict::Violated;
     // A caller's accumulator: its loop may run this again.
     if (isCallerEntry(Acc.Graph) || isCallerEntry(Acc.Device) ||
         isCallerEntry(Value.Graph))
@@ -61,6 +77,20 @@ public:
     return Verdict::Holds;
   }
 };
+
+/// Whether \p Loop lies in the function that declares the variable
+/// \p Accumulator names, which may reset it on each iteration.
+bool GraphAccumulation::loopInDeclaringFunction(const Operand &Accumulator,
+                                                SourceLocation Loop) {
+  const ValueDecl *Variable = Accumulator.Storage.Root;
+  const auto *Owner =
+      Variable ? dyn_cast<FunctionDecl>(Variable->getDeclContext()) : nullptr;
+  const Stmt *Body = Owner ? Owner->getBody() : nullptr;
+  if (!Body)
+    return true;
+  const SourceManager &SM = Owner->getASTContext().getSourceManager();
+  return SM.isPointWithin(Loop, Body->getBeginLoc(), Body->getEndLoc());
+}
 
 const GraphAccumulation Instance;
 const RequirementRegistration Registered(Instance);
@@ -123,8 +153,9 @@ void LossAccumulationGraphCheck::report(const Violation &V,
     Place = "global " + AccName;
   else
     Place = AccName + ", declared outside the loop";
-  const char *Verb = V.Match.Flags == Accumulation::Add ? "accumulated into"
-                     : V.Match.Flags == Accumulation::Append ? "appended to"
+  unsigned How = V.Match.Flags & GraphAccumulation::HowMask;
+  const char *Verb = How == Accumulation::Add ? "accumulated into"
+                     : How == Accumulation::Append ? "appended to"
                                                : "stored into";
   {
     auto Diag = diag(Loc, "%0%1 is still attached to its autograd graph and "

@@ -87,6 +87,17 @@ const FieldDecl *mappedField(QualType MapType) {
   return nullptr;
 }
 
+const CXXRecordDecl *containerValueRecord(QualType ContainerType) {
+  const CXXRecordDecl *RD = containerRecord(ContainerType);
+  if (!RD)
+    return nullptr;
+  for (const Decl *D : RD->decls())
+    if (const auto *TD = dyn_cast<TypedefNameDecl>(D))
+      if (TD->getName() == "value_type")
+        return TD->getUnderlyingType()->getAsCXXRecordDecl();
+  return nullptr;
+}
+
 bool isMapContainer(const CXXRecordDecl *RD) {
   return RD && RD->getIdentifier() &&
          (RD->getName() == "map" || RD->getName() == "unordered_map" ||
@@ -228,6 +239,24 @@ bool isCallableType(QualType T) {
     return true;
   // libstdc++ and libc++ spell bind's result type differently.
   return isStdFunction(T) || isStdClass(RD, "_Bind") || isStdClass(RD, "__bind");
+}
+
+bool holdsCallable(QualType T) {
+  if (isCallableType(T))
+    return true;
+  const CXXRecordDecl *RD =
+      T.isNull() ? nullptr : T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!RD || !RD->hasDefinition())
+    return false;
+  return llvm::any_of(RD->fields(), [](const FieldDecl *F) {
+    return isCallableType(F->getType());
+  });
+}
+
+bool isStdSwap(const CallExpr &Call) {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  return FD && FD->isInStdNamespace() && FD->getIdentifier() &&
+         FD->getName() == "swap" && Call.getNumArgs() == 2;
 }
 
 bool isStdBind(const CallExpr &Call) {

@@ -38,6 +38,8 @@ bool isMapContainer(const CXXRecordDecl *RD);
 /// The `second` field of a map's value_type, which `m[k]` returns; null
 /// when \p MapType is no map.
 const FieldDecl *mappedField(QualType MapType);
+/// The record a container's elements are (its value_type), or null.
+const CXXRecordDecl *containerValueRecord(QualType ContainerType);
 /// `std::pair` or `std::tuple`.
 bool isTupleLike(QualType T);
 
@@ -63,6 +65,11 @@ const Expr *movedOrForwarded(const Expr *E);
 /// reference, a pointer to a member function, a lambda's closure, the
 /// result of `std::bind`.
 bool isCallableType(QualType T);
+/// A callable, or an object with one as a field: a registry's entry
+/// (`std::pair<const std::string, Hook>`, `struct Hook { name; fn; }`).
+bool holdsCallable(QualType T);
+/// `std::swap(a, b)`.
+bool isStdSwap(const CallExpr &Call);
 /// `std::bind(f, args...)`: the call that binds \p Call's arguments; null
 /// otherwise.
 bool isStdBind(const CallExpr &Call);

@@ -76,7 +76,7 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
                                                 L.last().asField())
                                           : L.Root)
       F.Device = {DeviceValue::symbolic(Holder), Loc};
-  if (Type->isBooleanType() || Type->isIntegerType())
+  if (isScalarType(Type))
     F.Scalar = withPath(F.Scalar, St.path());
   // backward() runs on this value later: LibTorch requires a graph.
   if (L.Kind == Location::Local && !L.Depth && isTensorType(Type) &&

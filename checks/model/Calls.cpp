@@ -193,6 +193,31 @@ bool FlowModel::isBlockingDeviceRead(const CallExpr &Call,
          evaluate(Sync.Tensor, S).Device.Value.mayBeCUDA();
 }
 
+/// Whether \p E is one element of a container picked by a constant index:
+/// `nets[1]`, `nets.at(0)`, `*nets[1]`.
+static bool isConstantIndexed(const Expr &E, const ASTContext &Ctx) {
+  const Expr *S = E.IgnoreParenImpCasts();
+  if (const auto *Deref = dyn_cast<UnaryOperator>(S);
+      Deref && Deref->getOpcode() == UO_Deref)
+    S = Deref->getSubExpr()->IgnoreParenImpCasts();
+  if (const auto *Star = dyn_cast<CXXOperatorCallExpr>(S);
+      Star && (Star->getOperator() == OO_Star ||
+               Star->getOperator() == OO_Arrow) && Star->getNumArgs() == 1)
+    S = Star->getArg(0)->IgnoreParenImpCasts();
+  const Expr *Index = nullptr;
+  if (const auto *Sub = dyn_cast<ArraySubscriptExpr>(S))
+    Index = Sub->getIdx();
+  else if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(S);
+           Op && Op->getOperator() == OO_Subscript && Op->getNumArgs() == 2)
+    Index = Op->getArg(1);
+  else if (const auto *At = dyn_cast<CXXMemberCallExpr>(S);
+           At && At->getMethodDecl() && At->getMethodDecl()->getIdentifier() &&
+           At->getMethodDecl()->getName() == "at" && At->getNumArgs() == 1)
+    Index = At->getArg(0);
+  return Index && !Index->isValueDependent() &&
+         Index->isIntegerConstantExpr(Ctx);
+}
+
 /// The module a call moves, switches or loads into: `net->to(d)`,
 /// `net->train()`, `torch::load(net, path, d)`.
 static const Expr *moduleArgumentOf(const CallExpr &Call,
@@ -243,12 +268,39 @@ void FlowModel::recordBackpropagation(const CallExpr &Call,
       continue;
     if (V.Graph.Entry && V.Graph.Value == GraphState::Unknown &&
         V.GraphSources.empty()) {
-      if (!llvm::is_contained(Path.EntriesBackpropagated, V.Graph.Entry))
-        Path.EntriesBackpropagated.push_back(V.Graph.Entry);
+      for (const ValueDecl *Entry : {V.Graph.Entry, V.Graph.AlsoEntry})
+        if (Entry && !llvm::is_contained(Path.EntriesBackpropagated, Entry))
+          Path.EntriesBackpropagated.push_back(Entry);
     } else {
       Path.BackpropagatedOther = true;
     }
   }
+}
+
+void FlowModel::exchange(const Expr *A, const Expr *B, State &St) const {
+  Location LA = locationOf(A), LB = locationOf(B);
+  if (!LA || !LB) {
+    for (const Location &L : {LA, LB})
+      if (L)
+        St.forgetTree(L);
+    return;
+  }
+  // Two elements of one container: it holds what it held.
+  if (LA == LB)
+    return;
+  const State Old = St;
+  auto Move = [&](const Location &From, const Location &To) {
+    // An element stands for all of them: it gains the other's facts.
+    bool Weak = To.isElement();
+    if (!Weak)
+      St.forgetTree(To);
+    for (const Location &Part : Old.tree(From))
+      if (Location Into = Part.replacePrefix(From, To))
+        St.set(Into, Weak ? joinFacts(Old.get(Into), Old.get(Part))
+                          : Old.get(Part));
+  };
+  Move(LA, LB);
+  Move(LB, LA);
 }
 
 void FlowModel::transferCall(const CallExpr &Call, State &St) const {
@@ -266,7 +318,8 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   if (!Summary)
     Dispatched = Program.dispatchedSummaries(Call);
   // So does a callable that holds one of several known functions.
-  if (!Summary && Dispatched.empty() && callableHolder(Call))
+  bool ThroughCallable = !Summary && Dispatched.empty() && callableHolder(Call);
+  if (ThroughCallable)
     for (const FunctionDecl *Target : possibleCallableTargets(Call, St)) {
       const FunctionSummary *TargetSummary = Program.summary(*Target);
       if (!TargetSummary) {
@@ -374,6 +427,16 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         else
           F.ModeIf = Flag.ModeIf ? Flag.ModeIf : parameterTest(Call.getArg(0));
       }
+      // One element named by a constant index (`nets[1]->eval()`): the
+      // others keep theirs, so the elements' mode is known only if theirs
+      // was the same.
+      if (L.isElement() && isConstantIndexed(*Module, Ctx)) {
+        ValueFacts Old = heldForUpdate(L, St);
+        if (Old.Mode != F.Mode || !(Old.ModeIf == F.ModeIf)) {
+          F.Mode = {};
+          F.ModeIf = {};
+        }
+      }
     }
     St.set(L, F);
     return;
@@ -459,6 +522,34 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         bool KeyAndValue =
             Container && Call.getNumArgs() >= 2 &&
             isMapContainer(containerRecord(Object->getType()));
+        // `pairs.emplace_back(name, net)`: each argument is a field of the
+        // element it builds (a std::pair, an aggregate).
+        if (const CXXRecordDecl *Element =
+                Container && !KeyAndValue && Call.getNumArgs() >= 2 &&
+                        MD->getName().starts_with("emplace")
+                    ? containerValueRecord(Object->getType())
+                    : nullptr;
+            Element && (isStdClass(Element, "pair") || Element->isAggregate()) &&
+            std::distance(Element->field_begin(), Element->field_end()) ==
+                Call.getNumArgs()) {
+          if (Location C = locationOf(Object)) {
+            Location Whole = C.child(Selector::element());
+            const ValueFacts *Before = St.lookup(Whole);
+            bool WasEmpty = Before && Before->Empty;
+            ValueFacts Nothing;
+            Nothing.Empty = true;
+            unsigned Index = 0;
+            for (const FieldDecl *Field : Element->fields()) {
+              Location Part = Whole.child(Selector::field(Field));
+              if (WasEmpty)
+                St.set(Part, Nothing);
+              appendToContainer(Part, Call.getArg(Index++), Call, St);
+            }
+            if (WasEmpty)
+              St.set(Whole, ValueFacts());
+          }
+          return;
+        }
         const Expr *Value = nullptr;
         for (const Expr *Arg : Call.arguments())
           if (isTensorType(Arg->getType()) || !Value || KeyAndValue)
@@ -523,6 +614,8 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
       A.After = St;
       ResolvedCall Through = Resolved;
       Through.Callee = Override;
+      if (ThroughCallable)
+        Through = resolveAs(Call, *Override, St);
       applySummary(Through, *OverrideSummary, Location(), A.After);
       if (const auto *Method = dyn_cast<CXXMethodDecl>(Override);
           Method && !Method->getParent()->isLambda())
@@ -530,6 +623,10 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
       Results.push_back(std::move(A));
     }
     St = joinAlternatives(Results);
+    return;
+  }
+  if (isStdSwap(Call)) {
+    exchange(Call.getArg(0), Call.getArg(1), St);
     return;
   }
   forgetOpaqueEffects(Resolved, St);

@@ -18,7 +18,7 @@ bool isTrackedMember(const FieldDecl &F) {
   QualType T = F.getType();
   if (T->isReferenceType())
     return false;
-  if (isTorchValueType(T) || T->isBooleanType() || T->isIntegerType() ||
+  if (isTorchValueType(T) || isScalarType(T) ||
       containerRecord(T) || isCallableType(T) || isOwningPointer(T))
     return true;
   // An object of the program's own (a sampler, a config): its parts.

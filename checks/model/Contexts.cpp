@@ -146,15 +146,16 @@ static ResolvedCall threadStartCall(const Expr &Start, const FunctionDecl &F,
   return Call;
 }
 
-/// What lambda \p Lambda holds of the variable \p D it captured, where it
-/// runs through a callable away from its creator: a copy holds the value
-/// at the creation; a reference names the variable, which holds that value
-/// or, later, what the creator leaves in it. None when a creation is not
-/// in \p D's own function.
-static std::optional<ValueFacts> captureAtCreation(const FunctionDecl &Lambda,
-                                                   const VarDecl &D,
-                                                   ProgramModel &Program) {
-  std::optional<ValueFacts> Out;
+/// What lambda \p Lambda holds of the variable \p D it captured, and of its
+/// parts (fields, elements), where it runs through a callable away from its
+/// creator: a copy holds the value at the creation; a reference names the
+/// variable, which holds that value or, later, what the creator leaves in
+/// it. None when a creation is not in \p D's own function.
+static std::optional<std::map<Location, ValueFacts>>
+captureAtCreation(const FunctionDecl &Lambda, const VarDecl &D,
+                  ProgramModel &Program) {
+  std::optional<std::map<Location, ValueFacts>> Out;
+  Location Root = Location::local(&D);
   for (const CallSite &Site : Program.creationSitesOf(Lambda)) {
     const auto *Creation = dyn_cast_or_null<LambdaExpr>(Site.Call);
     if (!Creation || !Site.Caller || D.getDeclContext() != Site.Caller)
@@ -167,11 +168,40 @@ static std::optional<ValueFacts> captureAtCreation(const FunctionDecl &Lambda,
     std::optional<State> Before = A ? A->stateBefore(*Creation) : std::nullopt;
     if (!Capture || !Before)
       return std::nullopt;
-    ValueFacts V = Before->get(Location::local(&D)).withoutEntries();
+    std::vector<State> Held = {*Before};
     if (Capture->getCaptureKind() == LCK_ByRef)
-      for (const State &End : A->endStates())
-        V = joinFacts(V, End.get(Location::local(&D)).withoutEntries());
-    Out = Out ? joinFacts(*Out, V) : V;
+      for (State &End : A->endStates())
+        Held.push_back(std::move(End));
+    // The locations any of those states knows under the variable.
+    std::map<Location, ValueFacts> Here;
+    for (const State &S : Held)
+      for (const Location &Part : S.tree(Root))
+        Here.emplace(Part, ValueFacts());
+    Here.emplace(Root, ValueFacts());
+    bool ByReference = Capture->getCaptureKind() == LCK_ByRef;
+    for (auto &[Part, V] : Here) {
+      std::optional<ValueFacts> Joined;
+      for (const State &S : Held) {
+        ValueFacts Now = S.get(Part).withoutEntries();
+        Joined = Joined ? joinFacts(*Joined, Now) : Now;
+      }
+      V = *Joined;
+      // A part's mode, through a reference, is whatever the functions on
+      // the way switched it to (`with_mode(*det.ae, false, [&] {...})`
+      // runs the lambda on a module it put in evaluation mode).
+      if (ByReference && Part != Root) {
+        V.Mode = {};
+        V.ModeIf = {};
+      }
+    }
+    if (!Out) {
+      Out = std::move(Here);
+      continue;
+    }
+    for (auto &[Part, V] : *Out) {
+      auto It = Here.find(Part);
+      V = joinFacts(V, It != Here.end() ? It->second : ValueFacts());
+    }
   }
   return Out;
 }
@@ -309,6 +339,12 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       Call = threadStartCall(*Site.Call, F, M);
     } else {
       Call = M.resolve(*Site.Call, *Before);
+      // A callable that may hold F among others runs F with these arguments.
+      if (const auto *ThroughCallable = dyn_cast<CallExpr>(Site.Call);
+          ThroughCallable && Call.Callee != &F &&
+          llvm::is_contained(
+              M.possibleCallableTargets(*ThroughCallable, *Before), &F))
+        Call = M.resolveAs(*ThroughCallable, F, *Before);
     }
     // A virtual call whose target is not certain may run F: as far as F's
     // context goes, F is what it runs. One certain to run another does not.
@@ -360,15 +396,24 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
         if (QualType T = D->getType().getNonReferenceType();
             Known && isModuleHandleType(T))
           M.withClassFacts(V, T);
-      } else if (std::optional<ValueFacts> Captured =
+      } else if (std::optional<std::map<Location, ValueFacts>> Captured =
                      IsLambda && isa<VarDecl>(D) &&
                              !Site.Destroyed && !Site.ThreadStart
                          ? captureAtCreation(F, *cast<VarDecl>(D), *this)
                          : std::nullopt) {
-        V = *Captured;
+        Location Root = Location::local(D);
+        V = (*Captured)[Root];
         if (QualType T = D->getType().getNonReferenceType();
             isModuleHandleType(T))
           M.withClassFacts(V, T);
+        // Its parts as the creator held them (the caller's storage is not
+        // the creator's).
+        for (const auto &[Part, Facts] : *Captured)
+          if (Part != Root)
+            Here.set(Part, Facts);
+        Location L = entryLocationOf(*D);
+        Here.set(L, asEntryValue(V, *D));
+        continue;
       } else {
         V = M.entryValueAt(*D, Call, *Before);
       }

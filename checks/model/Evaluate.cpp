@@ -279,7 +279,7 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
   if (isTensorType(E->getType()))
     if (ValueFacts Part = evaluatePartOfResult(E, S); !Part.isUnknown())
       return Part;
-  if (E->getType()->isBooleanType() || E->getType()->isIntegerType()) {
+  if (isScalarType(E->getType())) {
     F.Scalar = evaluateScalar(E, S);
     if (!isa<CallExpr>(E))
       return F;

@@ -124,6 +124,33 @@ Tri meanLoss(const CallExpr &Call) {
   return !Mean ? Tri::Unknown : *Mean ? Tri::Yes : Tri::No;
 }
 
+/// \p F, a method's result from its receiver's graph so far, with the
+/// graph of one more tensor argument \p Arg: a graph when either has one,
+/// none when neither has.
+static void addArgumentGraph(ValueFacts &F, const ValueFacts &Arg) {
+  for (const Stmt *Source : Arg.GraphSources)
+    if (!llvm::is_contained(F.GraphSources, Source))
+      F.GraphSources.push_back(Source);
+  if (Arg.Graph.Value == GraphState::NoGraph ||
+      F.Graph.Value == GraphState::InGraph)
+    return;
+  if (Arg.Graph.Value == GraphState::InGraph ||
+      F.Graph.Value == GraphState::NoGraph) {
+    F.Graph = Arg.Graph;
+    return;
+  }
+  // Two values the callers give: a graph when either has one.
+  auto Plain = [](const Sourced<GraphState> &G) {
+    return G.Entry && !G.AlsoEntry && G.Otherwise == GraphState();
+  };
+  if (Plain(F.Graph) && Plain(Arg.Graph) && F.Graph.Entry != Arg.Graph.Entry) {
+    F.Graph.AlsoEntry = Arg.Graph.Entry;
+    return;
+  }
+  if (!(Plain(F.Graph) && Plain(Arg.Graph)))
+    F.Graph = {};
+}
+
 ValueFacts FlowModel::combineOperands(const Expr &E,
                                       llvm::ArrayRef<ValueFacts> Ops,
                                       const State &S) const {
@@ -224,6 +251,13 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
     // One operand the callers hand over, the others without a graph
     // (`loss * n`, `log_softmax(logits, 1)`): its graph, whatever it is.
     F.Graph.Entry = GraphEntries[0];
+  else if (GraphEntries.size() == 2 && GraphEntries[0] && GraphEntries[1] &&
+           GraphEntries[0] != GraphEntries[1] &&
+           S.path().Grad != GradMode::Unknown) {
+    // Two (`(logits * weights).mean()`): a graph when either has one.
+    F.Graph.Entry = GraphEntries[0];
+    F.Graph.AlsoEntry = GraphEntries[1];
+  }
   // A computed tensor is a fresh allocation, never pinned: on the host, it
   // is pageable wherever its operands' device is decided (a callee's result
   // on its parameter's device is pageable where the caller's is the CPU).
@@ -365,11 +399,15 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     F.Graph = {GraphState::NoGraph, Loc};
     F.MayBeZeroDim = false;
   } else if (isTensorType(Call.getType())) {
-    // Every other tensor method computes on its receiver's device.
+    // Every other tensor method computes on its receiver's device, from
+    // its receiver and its tensor arguments (`u.matmul(items.t())`).
     F.Device = Source.Device;
     F.FromDeviceConflict = Source.FromDeviceConflict;
     F.Graph = Source.Graph;
     F.GraphSources = Source.GraphSources;
+    for (const Expr *Arg : Call.arguments())
+      if (isTensorType(Arg->getType()))
+        addArgumentGraph(F, evaluate(Arg, S));
     bool InPlace = Call.getType()->isReferenceType();
     if (InPlace) {
       F.Pin = Source.Pin;

@@ -79,7 +79,8 @@ template <typename T> struct Sourced {
   const ValueDecl *Entry = nullptr;
   /// A second entry value that an operation combined with Entry's (`a - b`
   /// of two parameters): the same device if the operation runs, so the
-  /// callers' facts of either decide. Only devices have one.
+  /// callers' facts of either decide; a graph when either has one. Only
+  /// devices and graphs have one.
   const ValueDecl *AlsoEntry = nullptr;
   /// Entry and AlsoEntry are alternatives, not one device: the value is one
   /// of the two (paths or container elements that hold either), so the

@@ -75,6 +75,8 @@ static void writeSourced(llvm::json::Object &Out, llvm::StringRef Name,
   llvm::json::Object O{{"value", nameOf(S.Value, Names)}};
   if (S.Entry)
     O["entry"] = W.entry(S.Entry);
+  if (S.Entry && S.AlsoEntry)
+    O["alsoEntry"] = W.entry(S.AlsoEntry);
   if (S.Otherwise != T())
     O["otherwise"] = nameOf(S.Otherwise, Names);
   O["origin"] = W.place(S.Origin);

@@ -83,8 +83,10 @@ static Sourced<T> readSourced(const llvm::json::Object *O,
     return S;
   S.Value = valueOf<T>(O->getString("value"), Names, T());
   S.Entry = R.entry(O->get("entry"));
-  if (S.Entry)
+  if (S.Entry) {
+    S.AlsoEntry = R.entry(O->get("alsoEntry"));
     S.Otherwise = valueOf<T>(O->getString("otherwise"), Names, T());
+  }
   S.Origin = R.place(O->get("origin"));
   S.Via = R.path(O->getArray("via"));
   return S;

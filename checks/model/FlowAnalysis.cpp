@@ -408,9 +408,10 @@ void FlowAnalysis::solve(unsigned VisitsPerBlock) {
     // A try's dispatch block goes to the exit for an exception no handler
     // catches: it leaves the function without returning.
     bool Dispatch = isa_and_nonnull<CXXTryStmt>(Block->getTerminatorStmt());
+    llvm::BitVector Feasible = feasibleSuccessors(*Block, Cond, St);
     for (const CFGBlock::AdjacentBlock &Succ : Block->succs()) {
       unsigned Index = SuccIndex++;
-      if (!Succ.isReachable() || Throws ||
+      if (!Succ.isReachable() || Throws || !Feasible.test(Index) ||
           (Dispatch && Succ.getReachableBlock() == &Graph->getExit()))
         continue;
       const CFGBlock *Next = Succ.getReachableBlock();

@@ -120,6 +120,10 @@ private:
   void walk(const Stmt *S, bool IsElement, State &St,
             std::optional<Observer> Visit) const;
   const Expr *branchCondition(const CFGBlock &Block) const;
+  /// The successors of \p Block that state \p St may take: all of them,
+  /// but those of a branch or a switch on a value \p St knows.
+  llvm::BitVector feasibleSuccessors(const CFGBlock &Block, const Expr *Cond,
+                                     const State &St) const;
   /// What the edge of \p Block taken when \p Cond is \p Taken proves.
   void refineOnEdge(const CFGBlock &Block, const Expr *Cond, bool Taken,
                     State &St) const;

@@ -9,6 +9,7 @@
 #include "FlowAnalysis.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/StmtCXX.h"
+#include "llvm/ADT/BitVector.h"
 
 namespace clang::tidy::torch {
 
@@ -98,6 +99,64 @@ void FlowAnalysis::refineOnEdge(const CFGBlock &Block, const Expr *Cond,
   for (const Expr *Operand : Operands)
     if (Operand != Cond)
       Model.refineOnBranch(Operand, Taken, St);
+}
+
+llvm::BitVector FlowAnalysis::feasibleSuccessors(const CFGBlock &Block,
+                                                 const Expr *Cond,
+                                                 const State &St) const {
+  llvm::BitVector Feasible(Block.succ_size(), true);
+  const Stmt *Terminator = Block.getTerminatorStmt();
+  // A branch whose condition the path decides (`if (phase == Phase::Fit)`
+  // where phase holds a known value) takes one edge. A loop's condition
+  // (and an operand of `&&`, which may be one's) is left alone: a counter
+  // known on the first iteration would unroll the loop.
+  if (Cond && Block.succ_size() == 2 &&
+      isa_and_nonnull<IfStmt, ConditionalOperator>(Terminator)) {
+    if (std::optional<bool> Known = Model.evaluateBool(Cond, St))
+      Feasible.reset(*Known ? 1 : 0);
+    return Feasible;
+  }
+  // A switch on a known value goes to its case, or to the default.
+  const auto *Switch = dyn_cast_or_null<SwitchStmt>(Terminator);
+  if (!Switch)
+    return Feasible;
+  std::optional<int64_t> Value =
+      Model.evaluateScalar(Switch->getCond(), St).Known;
+  if (!Value)
+    return Feasible;
+  auto CaseValue = [&](const CFGBlock *Target) -> std::optional<int64_t> {
+    const auto *Case =
+        Target ? dyn_cast_or_null<CaseStmt>(Target->getLabel()) : nullptr;
+    Expr::EvalResult R;
+    if (!Case || Case->getRHS() || Case->getLHS()->isValueDependent() ||
+        !Case->getLHS()->EvaluateAsInt(R, Model.context()) ||
+        R.Val.getInt().getSignificantBits() > 63)
+      return std::nullopt;
+    return R.Val.getInt().getExtValue();
+  };
+  bool Matched = false, Unsure = false;
+  for (const CFGBlock::AdjacentBlock &Succ : Block.succs()) {
+    const CFGBlock *Target = Succ.getReachableBlock();
+    if (Target && isa_and_nonnull<CaseStmt>(Target->getLabel())) {
+      std::optional<int64_t> V = CaseValue(Target);
+      Unsure |= !V;
+      Matched |= V && *V == *Value;
+    }
+  }
+  if (Unsure)
+    return Feasible;
+  unsigned Index = 0;
+  for (const CFGBlock::AdjacentBlock &Succ : Block.succs()) {
+    const CFGBlock *Target = Succ.getReachableBlock();
+    if (Target && isa_and_nonnull<CaseStmt>(Target->getLabel())) {
+      if (*CaseValue(Target) != *Value)
+        Feasible.reset(Index);
+    } else if (Matched) {
+      Feasible.reset(Index); // the default, or past the switch
+    }
+    ++Index;
+  }
+  return Feasible;
 }
 
 const Expr *FlowAnalysis::branchCondition(const CFGBlock &Block) const {
@@ -196,3 +255,4 @@ bool FlowAnalysis::leaveLoopSureToRun(const ForStmt &Loop,
 }
 
 } // namespace clang::tidy::torch
+

@@ -298,10 +298,11 @@ LoopContext FlowAnalysis::loopContext(const Stmt &S) const {
   const CFGBlock *Inner = Block;
   unsigned Depth = 0;
   for (const Loop *L : Around) {
-    // A range-for over callbacks runs each of them once: not a repetition.
+    // A range-for over callbacks (or a registry's entries) runs each of
+    // them once: not a repetition.
     const auto *RangeFor = dyn_cast_or_null<CXXForRangeStmt>(L->Statement);
     bool OverCallables =
-        RangeFor && isCallableType(RangeFor->getLoopVariable()->getType());
+        RangeFor && holdsCallable(RangeFor->getLoopVariable()->getType());
     if (!OverCallables && Depth >= Program.options().MaxLoopDepth)
       break;
     // On every iteration, or on every one that trains (an iteration that

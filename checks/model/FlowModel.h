@@ -73,6 +73,13 @@ llvm::SmallVector<const VarDecl *, 4> capturedVariables(const FunctionDecl &F);
 /// it does not capture: a lambda that \p Function runs captured it where it
 /// was written. It travels as an entry value: that function knows it.
 bool isForeignVariable(const Location &L, const FunctionDecl *Function);
+/// A value whose known number the model tracks: a bool, an integer, or an
+/// enumeration the program declares (not LibTorch's device or dtype).
+bool isScalarType(QualType T);
+/// Whether \p L is, whole, a variable that \p Function uses but another
+/// function declares (one it captures, or a foreign variable) or a global:
+/// it outlives every call of \p Function.
+bool outlivesFunction(const Location &L, const FunctionDecl *Function);
 /// The element variable of a range-for that \p E names, itself or a part
 /// of it (`hook`, `kv.second`, a structured binding's `hook`); null
 /// otherwise.
@@ -194,6 +201,10 @@ public:
   /// The same, in state \p S: a call of a callable (a std::function, a
   /// function pointer) that holds one known function runs that function.
   ResolvedCall resolve(const Expr &Call, const State &S) const;
+  /// \p Call of a callable, resolved as a call of \p Target, one of the
+  /// functions it may hold.
+  ResolvedCall resolveAs(const CallExpr &Call, const FunctionDecl &Target,
+                         const State &S) const;
   /// The user function a call of a callable runs in \p S, when it holds
   /// exactly one; null for a direct call.
   const FunctionDecl *callableTarget(const CallExpr &Call,
@@ -243,6 +254,11 @@ public:
                                    const ResolvedCall &Call, const State &S,
                                    llvm::ArrayRef<Location> Rewritten = {},
                                    bool *Conflict = nullptr) const;
+  /// A graph of two entry values (InCallee.AlsoEntry): a graph when either
+  /// caller's value has one, none when neither has.
+  Sourced<GraphState> instantiateEitherGraph(const Sourced<GraphState> &InCallee,
+                                             const ResolvedCall &Call,
+                                             const State &S) const;
   /// \p Returned, a value (or part of one) a call hands back, keeps the
   /// graphs of the tensors the caller passed in, as far as the model knows:
   /// a loss helper's sum keeps its arguments' graphs.
@@ -403,6 +419,8 @@ private:
   bool assignCallResult(const Location &L, const Expr *Value,
                         State &St) const;
   void transferCall(const CallExpr &Call, State &St) const;
+  /// `std::swap(a, b)`: each holds what the other held.
+  void exchange(const Expr *A, const Expr *B, State &St) const;
   /// \p Owner (an owning pointer) is given an object that \p Init builds
   /// with a constructor whose summary is known: that summary, on it.
   bool constructOwned(const Location &Owner, const Expr *Init,

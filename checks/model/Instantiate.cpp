@@ -291,6 +291,34 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
   return throughCall(InCallee, Call);
 }
 
+Sourced<GraphState>
+FlowModel::instantiateEitherGraph(const Sourced<GraphState> &InCallee,
+                                  const ResolvedCall &Call,
+                                  const State &S) const {
+  Sourced<GraphState> A = entryValueAt(*InCallee.Entry, Call, S).Graph;
+  Sourced<GraphState> B = entryValueAt(*InCallee.AlsoEntry, Call, S).Graph;
+  if (A.Value == GraphState::InGraph || B.Value == GraphState::InGraph)
+    return A.Value == GraphState::InGraph ? A : B;
+  if (A.Value == GraphState::NoGraph && B.Value == GraphState::NoGraph)
+    return A;
+  // Still the caller's own entry values: one, when the other has no graph.
+  auto Plain = [](const Sourced<GraphState> &G) {
+    return G.Entry && !G.isKnown() && !G.AlsoEntry &&
+           G.Otherwise == GraphState();
+  };
+  if (Plain(A) && B.Value == GraphState::NoGraph)
+    return A;
+  if (Plain(B) && A.Value == GraphState::NoGraph)
+    return B;
+  if (Plain(A) && Plain(B) && A.Entry != B.Entry) {
+    A.AlsoEntry = B.Entry;
+    return A;
+  }
+  if (Plain(A) && Plain(B))
+    return A;
+  return {};
+}
+
 ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
                                   const ResolvedCall &Call, const State &S,
                                   llvm::ArrayRef<Location> Rewritten) const {
@@ -388,7 +416,9 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
     }
   }
   R.Pin = Substitute(InCallee.Pin, &ValueFacts::Pin);
-  R.Graph = Substitute(InCallee.Graph, &ValueFacts::Graph);
+  R.Graph = InCallee.Graph.AlsoEntry
+                ? instantiateEitherGraph(InCallee.Graph, Call, S)
+                : Substitute(InCallee.Graph, &ValueFacts::Graph);
   R.Mode = Substitute(InCallee.Mode, &ValueFacts::Mode);
   R.ModeIf = {};
   // The mode a flag held at entry (`train(saved_)`): a flag the caller
@@ -429,6 +459,12 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
     for (const Stmt *Source : Caller.GraphSources)
       if (!llvm::is_contained(R.GraphSources, Source))
         R.GraphSources.push_back(Source);
+    // And those of the value it was combined with.
+    for (const ValueDecl *Also : {InCallee.Device.AlsoEntry, InCallee.Graph.AlsoEntry})
+      if (Also && Also != Entry)
+        for (const Stmt *Source : entryValueAt(*Also, Call, S).GraphSources)
+          if (!llvm::is_contained(R.GraphSources, Source))
+            R.GraphSources.push_back(Source);
     if (R.HasParameters == Tri::Unknown)
       R.HasParameters = Caller.HasParameters;
     if (R.MeanLoss == Tri::Unknown) {

@@ -486,7 +486,11 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           // Container elements the callee met are some of the caller's:
           // what it did not establish, and the graphs they keep, are theirs.
           std::optional<State> Temporary;
-          if (Op.isPart())
+          // So are a global's, and another function's variable's (a hook's
+          // capture); a variable of this function, its own statement judges.
+          if (Op.isPart() ||
+              (outlivesFunction(Op.Storage, Resolved.Callee) &&
+               Op.Storage.Root->getDeclContext() != M.function()))
             if (Location Here =
                     M.callerStorage(Op.Storage, Resolved, St, Temporary))
               if (const ValueFacts *Caller =

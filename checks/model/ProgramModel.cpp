@@ -114,6 +114,23 @@ bool isForeignVariable(const Location &L, const FunctionDecl *Function) {
          !llvm::is_contained(capturedVariables(*Function), L.Root);
 }
 
+bool isScalarType(QualType T) {
+  T = T.getNonReferenceType();
+  if (T->isBooleanType() || T->isIntegerType())
+    return true;
+  const auto *Enum = T->getAs<EnumType>();
+  return Enum && !isTorchNamespaceDecl(*Enum->getDecl()) &&
+         !Enum->getDecl()->isInStdNamespace();
+}
+
+bool outlivesFunction(const Location &L, const FunctionDecl *Function) {
+  if (L.Kind == Location::Global && !L.Depth)
+    return true;
+  return L.Kind == Location::Local && !L.Depth && L.Root && Function &&
+         isa<VarDecl>(L.Root) && !isa<ParmVarDecl>(L.Root) &&
+         L.Root->getDeclContext() != Function;
+}
+
 /// The class whose members `this` names in \p F (the enclosing method's,
 /// for a lambda that captures `this`); null for a free function.
 static const CXXRecordDecl *thisClass(const FunctionDecl &F) {
@@ -134,7 +151,7 @@ static const CXXRecordDecl *thisClass(const FunctionDecl &F) {
 /// Whether a location of this type is worth a fact.
 static bool isTrackedType(QualType T) {
   T = T.getNonReferenceType();
-  return isTorchValueType(T) || T->isBooleanType() || T->isIntegerType() ||
+  return isTorchValueType(T) || isScalarType(T) ||
          isCallableType(T) || isStringType(T);
 }
 
@@ -277,8 +294,6 @@ const FlowAnalysis *ProgramModel::analysis(const FunctionDecl &Function) {
 
 //===--- Summaries --------------------------------------------------------===//
 
-/// Calls deeper than this are unknown: the stack of analyses stays bounded.
-static constexpr unsigned MaxSummaryDepth = 48;
 
 const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
   const FunctionDecl *Canonical = F.getCanonicalDecl();

@@ -147,6 +147,16 @@ public:
   const FlowAnalysis *analysis(const FunctionDecl &Function);
   /// The analysis from "whatever each entry value is", for its summary.
   const FlowAnalysis *summaryAnalysis(const FunctionDecl &Function);
+  /// The parameters that \p Function's own branches test (an if, a switch,
+  /// a `?:` on `phase`), by index: a call that passes a constant for one
+  /// takes one branch.
+  llvm::ArrayRef<unsigned> branchingParameters(const FunctionDecl &Function);
+  /// \p Function's summary where the parameters at the indices of
+  /// \p Constants hold those values (`set_mode(m, Phase::Evaluate)`); null
+  /// as summary() is.
+  const FunctionSummary *
+  summaryWithConstants(const FunctionDecl &Function,
+                       llvm::ArrayRef<std::pair<unsigned, int64_t>> Constants);
   /// Whether the flow-sensitive checks report in \p Function: user code, a
   /// template instantiation, or a template pattern that has none and
   /// depends on no template parameter in its body.
@@ -347,8 +357,18 @@ private:
   // more, and a DenseMap moves its values when it grows.
   llvm::DenseMap<const FunctionDecl *, std::unique_ptr<FunctionSummary>>
       Summaries; // null: no summary
+  /// Summaries for constant arguments, and the analyses they came from.
+  std::map<std::pair<const FunctionDecl *,
+                     std::vector<std::pair<unsigned, int64_t>>>,
+           std::pair<std::unique_ptr<FlowAnalysis>,
+                     std::unique_ptr<FunctionSummary>>>
+      ConstantSummaries;
+  llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<unsigned, 2>>
+      BranchingParameters;
   llvm::DenseSet<const FunctionDecl *> InProgress, AnalysesUnderWay;
   unsigned Depth = 0;
+  /// Calls deeper than this are unknown: the stack of analyses stays bounded.
+  static constexpr unsigned MaxSummaryDepth = 48;
   /// Function analyses run for the code of each file of the TU (what the
   /// checks report in it, and what that needs); a realistic file runs tens
   /// to hundreds. Per file, so that a header library that exhausts its

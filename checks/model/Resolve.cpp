@@ -228,20 +228,26 @@ const FunctionDecl *FlowModel::callableTarget(const CallExpr &Call,
 
 ResolvedCall FlowModel::resolve(const Expr &E, const State &S) const {
   if (const auto *Call = dyn_cast<CallExpr>(&E))
-    if (const FunctionDecl *Target = callableTarget(*Call, S)) {
+    if (const FunctionDecl *Target = callableTarget(*Call, S))
+      return resolveAs(*Call, *Target, S);
+  return resolve(E);
+}
+
+ResolvedCall FlowModel::resolveAs(const CallExpr &Call, const FunctionDecl &Target,
+                                  const State &S) const {
       ResolvedCall R;
-      R.Call = &E;
-      R.Callee = Target;
-      llvm::ArrayRef<const Expr *> Args(Call->getArgs(), Call->getNumArgs());
-      if (Call->getDirectCallee())
+      R.Call = &Call;
+      R.Callee = &Target;
+      llvm::ArrayRef<const Expr *> Args(Call.getArgs(), Call.getNumArgs());
+      if (Call.getDirectCallee())
         Args = Args.drop_front(); // the std::function itself
       R.Arguments.assign(Args.begin(), Args.end());
-      const auto *Method = dyn_cast<CXXMethodDecl>(Target);
+      const auto *Method = dyn_cast<CXXMethodDecl>(&Target);
       if (!Method || Method->isStatic() || Method->getParent()->isLambda())
         return R;
       // The object a member function runs on: the left of `->*`, or `this`
       // where the callable bound it and this function's object is one.
-      if (const BinaryOperator *PtrMem = memberPointerCallee(*Call)) {
+      if (const BinaryOperator *PtrMem = memberPointerCallee(Call)) {
         R.ObjectExpr = PtrMem->getLHS();
         const Expr *Object = R.ObjectExpr->IgnoreParenImpCasts();
         R.Object = isa<CXXThisExpr>(Object) ? Location::thisObject()
@@ -252,12 +258,10 @@ ResolvedCall FlowModel::resolve(const Expr &E, const State &S) const {
                  !Caller->getParent()->isLambda() &&
                  (Caller->getParent() == Method->getParent() ||
                   Caller->getParent()->isDerivedFrom(Method->getParent())) &&
-                 evaluate(callableHolder(*Call), S).CallablesOnThis) {
+                 evaluate(callableHolder(Call), S).CallablesOnThis) {
         R.Object = Location::thisObject();
       }
       return R;
-    }
-  return resolve(E);
 }
 
 bool FlowModel::callTrains(const CallExpr &Call, TrainingCall What,
@@ -284,7 +288,28 @@ const FunctionSummary *FlowModel::summaryAt(const Expr &E,
   if (const auto *Call = dyn_cast<CallExpr>(&E))
     if (const FunctionDecl *Target = callableTarget(*Call, S))
       return Program.summary(*Target);
-  return Program.summaryForCall(E);
+  const FunctionSummary *Plain = Program.summaryForCall(E);
+  // A constant passed for a parameter the callee branches on picks the
+  // branch (`set_mode(*net, Phase::Evaluate)`).
+  const auto *Call = dyn_cast<CallExpr>(&E);
+  const FunctionDecl *Callee = Plain && Call ? Program.calleeOf(*Call) : nullptr;
+  if (!Callee)
+    return Plain;
+  llvm::ArrayRef<unsigned> Branching = Program.branchingParameters(*Callee);
+  if (Branching.empty())
+    return Plain;
+  ResolvedCall Resolved = resolve(E, S);
+  llvm::SmallVector<std::pair<unsigned, int64_t>, 2> Constants;
+  for (unsigned Index : Branching)
+    if (Index < Resolved.Arguments.size() && Resolved.Arguments[Index])
+      if (std::optional<int64_t> Known =
+              evaluateScalar(Resolved.Arguments[Index], S).Known)
+        Constants.push_back({Index, *Known});
+  if (Constants.empty())
+    return Plain;
+  const FunctionSummary *Specialised =
+      Program.summaryWithConstants(*Callee, Constants);
+  return Specialised ? Specialised : Plain;
 }
 
 } // namespace clang::tidy::torch

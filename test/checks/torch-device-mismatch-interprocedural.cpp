@@ -789,8 +789,9 @@ void rank_on_cpu(Ranker &ranker) {
 }
 
 // A device member chosen on both branches of an initialiser method, and the
-// module moved to it: after the call, the module is on whatever the member
-// holds, not on what the member held before.
+// module moved to it: after the call, the module is on what the member
+// holds, not on what the member held before (here CUDA: the constant the
+// call passes picks the branch).
 class Detector {
 public:
   void initialize(int gpu_id) {
@@ -807,7 +808,7 @@ public:
   void run_on_host_input() {
     torch::NoGradGuard no_grad;
     net_->forward(torch::randn({2, 4}));
-    // CHECK-MESSAGES: :[[@LINE-1]]:11: warning: module 'net_' has its parameters on 'device_' (from 'initialize()' {{.*}}) but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
+    // CHECK-MESSAGES: :[[@LINE-1]]:11: warning: module 'net_' has its parameters on CUDA (from 'initialize()' {{.*}}) but is called with 'torch::randn({2, 4})' on CPU{{.*}}[torch-device-mismatch]
   }
 
 private:
@@ -1245,4 +1246,49 @@ void clone_onto_device(torch::Device device) {
   replica->forward(torch::ones({2, 4}).to(device));
   replica->forward(torch::ones({2, 4}));
   // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: module 'replica' has its parameters on 'device' {{.*}}[torch-device-mismatch]
+}
+
+// --- A hook that a trainer runs: the captures as its creator held them ------
+
+#include <functional>
+
+struct HookStep {
+  int64_t step = 0;
+};
+
+class HookedEngine {
+public:
+  explicit HookedEngine(torch::Device device) : device_(device) {
+    model_->to(device_);
+  }
+  void on(const std::string &name, std::function<void(HookStep &)> hook) {
+    hooks_[name] = std::move(hook);
+  }
+  Net &model() { return model_; }
+  torch::Device device() const { return device_; }
+  void fit(int64_t steps) {
+    HookStep info;
+    for (int64_t s = 0; s < steps; ++s) {
+      info.step = s;
+      for (auto &entry : hooks_)
+        entry.second(info);
+    }
+  }
+
+private:
+  torch::Device device_;
+  Net model_;
+  std::map<std::string, std::function<void(HookStep &)>> hooks_;
+};
+
+void preview_hooks(torch::Device device) {
+  HookedEngine engine(device);
+  auto probe = torch::rand({2, 4});
+  auto moved = torch::rand({2, 4}).to(device);
+  engine.on("preview", [&engine, probe, moved](HookStep &) {
+    auto bad = engine.model()->forward(probe);
+    // CHECK-MESSAGES: :[[@LINE-1]]:32: warning: module 'engine.model()' has its parameters on 'device'
+    auto good = engine.model()->forward(moved);
+  });
+  engine.fit(10);
 }

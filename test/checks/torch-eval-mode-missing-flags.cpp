@@ -5,7 +5,9 @@
 // with is_training() and restored with train(was); a module's own method
 // that runs its layers (`model->decode(z)`, or its own forward), judged at
 // its call; a handle copied from a getter names the same module; a mode
-// switched on layers reached through children() may be any module's.
+// switched on layers reached through children() may be any module's; a
+// branch (an if, a switch) on a value the path knows takes one way, and a
+// constant passed for a parameter a helper branches on picks its branch.
 
 #include <torch/torch.h>
 
@@ -282,4 +284,50 @@ void score_after_scoring_stage() {
   nightly(net, Stage::Score);
   torch::NoGradGuard no_grad;
   net->forward(batch());
+}
+
+// --- Branches on known values -------------------------------------------------
+
+enum class RunKind { Fit, Evaluate };
+
+void set_run_kind(torch::nn::Module &m, RunKind phase) {
+  switch (phase) {
+  case RunKind::Fit:
+    m.train();
+    break;
+  case RunKind::Evaluate:
+    m.eval();
+    break;
+  }
+}
+
+void set_run_kind_if(torch::nn::Module &m, RunKind phase) {
+  if (phase == RunKind::Fit)
+    m.train();
+  else
+    m.eval();
+}
+
+void phases_by_helper(Tagger &net, torch::Tensor x) {
+  torch::NoGradGuard no_grad;
+  set_run_kind(*net, RunKind::Evaluate);
+  net->forward(x);
+  set_run_kind_if(*net, RunKind::Evaluate);
+  net->forward(x);
+  set_run_kind(*net, RunKind::Fit);
+  net->forward(x);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode
+}
+
+void phase_in_a_local(Tagger &net, torch::Tensor x) {
+  torch::NoGradGuard no_grad;
+  RunKind phase = RunKind::Evaluate;
+  switch (phase) {
+  case RunKind::Fit:
+    net->train();
+    break;
+  default:
+    net->eval();
+  }
+  net->forward(x);
 }

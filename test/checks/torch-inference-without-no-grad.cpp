@@ -498,3 +498,20 @@ std::vector<torch::Tensor> build_index(Encoder &enc,
   // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard{{.*}}[torch-inference-without-no-grad]
   return rows;
 }
+
+// Forwards collected in a container and reached by backward() through a
+// tensor method's argument (`u.matmul(...)`): training, not inference.
+void two_tower_step(Net &users, Net &items, torch::optim::SGD &opt,
+                    const std::vector<torch::Tensor> &batches) {
+  for (const auto &x : batches) {
+    opt.zero_grad();
+    auto u = users->forward(x);
+    std::vector<torch::Tensor> parts;
+    for (const auto &ids : {x, x.abs()})
+      parts.push_back(items->forward(ids));
+    auto logits = u.matmul(torch::cat(parts));
+    auto loss = logits.relu().mean();
+    loss.backward();
+    opt.step();
+  }
+}

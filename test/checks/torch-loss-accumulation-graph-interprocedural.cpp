@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 #include <functional>
+#include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -488,4 +490,85 @@ void meter_in_the_loop(Net &net, torch::optim::Optimizer &opt,
     meter.add(loss, 2);
     clean.add(loss.detach(), 2);
   }
+}
+
+// --- Accumulators that outlive the function: globals, hooks' captures -------
+
+torch::Tensor g_epoch_loss;
+void track_global(const torch::Tensor &loss) { g_epoch_loss += loss; }
+// CHECK-MESSAGES: :[[@LINE-1]]:48: warning: 'loss' is still attached to its autograd graph and is accumulated into global 'g_epoch_loss'
+// CHECK-MESSAGES: :[[@LINE+10]]:5: note: called here, on every iteration
+void track_global_item(const torch::Tensor &loss) { g_epoch_loss += loss.detach(); }
+
+// (A call of an unknown function may change any global: the layer here is
+// the library's.)
+void global_meter(const std::vector<torch::Tensor> &batches) {
+  torch::nn::Linear fc(4, 1);
+  for (const auto &x : batches) {
+    auto loss = fc(x).mean();
+    loss.backward();
+    track_global(loss);
+    track_global_item(loss);
+  }
+}
+
+// A registry of named hooks, run after every step of another function's
+// loop: the captured accumulator is main's, and outlives that loop.
+struct StepInfo {
+  int64_t step = 0;
+  torch::Tensor loss;
+};
+class HookedTrainer {
+public:
+  void on(const std::string &name, std::function<void(StepInfo &)> hook) {
+    hooks_[name] = std::move(hook);
+  }
+  void fit(Net &net, const std::vector<torch::Tensor> &batches) {
+    StepInfo info;
+    for (const auto &x : batches) {
+      auto loss = net->forward(x).mean();
+      loss.backward();
+      info.loss = loss;
+      for (auto &entry : hooks_)
+        entry.second(info);
+    }
+  }
+private:
+  std::map<std::string, std::function<void(StepInfo &)>> hooks_;
+};
+
+void run_with_hooks(Net &net, const std::vector<torch::Tensor> &batches) {
+  HookedTrainer trainer;
+  auto total = torch::zeros({});
+  double seen = 0;
+  trainer.on("sum", [&total](StepInfo &s) { total += s.loss; });
+  // CHECK-MESSAGES: :[[@LINE-1]]:45: warning: 's.loss' is still attached to its autograd graph and is accumulated into 'total', declared outside the loop
+  // CHECK-MESSAGES: :[[@LINE-13]]:9: note: called here, on every iteration
+  auto clean = torch::zeros({});
+  trainer.on("clean", [&clean](StepInfo &s) { clean += s.loss.detach(); });
+  trainer.on("count", [&seen](StepInfo &s) { seen += s.loss.item<double>(); });
+  trainer.fit(net, batches);
+  log_value(total + clean);
+}
+
+// A helper's result computed from two of its parameters has a graph when
+// either argument has one.
+torch::Tensor weighted_error(const torch::Tensor &pred, const torch::Tensor &weight) {
+  return (pred * weight).mean();
+}
+
+void two_parameter_helper(Net &net, const std::vector<torch::Tensor> &batches) {
+  auto total = torch::zeros({});
+  auto baseline = torch::zeros({});
+  for (const auto &x : batches) {
+    auto out = net->forward(x);
+    auto w = torch::rand({8, 1});
+    auto loss = weighted_error(out, w);
+    loss.backward();
+    auto logged = weighted_error(out, w);
+    total += logged;
+    // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'logged' is still attached to its autograd graph and is accumulated into 'total', declared outside the loop
+    baseline += weighted_error(x, w);
+  }
+  log_value(total + baseline);
 }

@@ -1,0 +1,82 @@
+// RUN: %check_torch_tidy %s torch-eval-mode-missing %t
+//
+// Modules held in containers: one element switched by a constant index
+// leaves the others as they were (the elements' mode is then unknown, not
+// the switched one's); `emplace_back(name, net)` builds a pair from its
+// arguments; `std::swap` of two elements of one container changes nothing
+// of what the container holds.
+
+#include <torch/torch.h>
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    fc = register_module("fc", torch::nn::Linear(8, 2));
+    drop = register_module("drop", torch::nn::Dropout(0.5));
+  }
+  torch::Tensor forward(torch::Tensor x) { return drop(fc(x)); }
+  torch::nn::Linear fc{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(Net);
+
+torch::Tensor batch();
+
+void named_folds() {
+  std::vector<std::pair<std::string, Net>> zoo;
+  for (int k = 0; k < 3; ++k) {
+    Net fold;
+    zoo.emplace_back("fold" + std::to_string(k), fold);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto &[name, model] : zoo)
+    model->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: module 'model' is evaluated in training mode
+}
+
+void named_folds_in_eval() {
+  std::vector<std::pair<std::string, Net>> zoo;
+  for (int k = 0; k < 3; ++k) {
+    Net fold;
+    fold->eval();
+    zoo.emplace_back("fold" + std::to_string(k), fold);
+  }
+  torch::NoGradGuard no_grad;
+  for (auto &[name, model] : zoo)
+    model->forward(batch());
+}
+
+// Online and target networks: only the target is put in evaluation mode.
+void polish(Net &online, Net &target, torch::optim::SGD &opt) {
+  auto loss = (online->forward(batch()) - target->forward(batch()).detach()).pow(2).mean();
+  loss.backward();
+  opt.step();
+}
+
+void online_and_target(std::array<Net, 2> &nets, torch::optim::SGD &opt) {
+  nets[0]->train();
+  nets[1]->eval();
+  polish(nets[0], nets[1], opt);
+}
+
+void swapped_pair(std::array<Net, 2> &nets) {
+  for (auto &net : nets)
+    net->train();
+  std::swap(nets[0], nets[1]);
+  torch::NoGradGuard no_grad;
+  nets[1]->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'nets[1]' is evaluated in training mode
+}
+
+void swapped_locals(Net &a, Net &b) {
+  a->eval();
+  b->train();
+  std::swap(a, b);
+  torch::NoGradGuard no_grad;
+  b->forward(batch());
+  a->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'a' is evaluated in training mode
+}
