@@ -137,34 +137,6 @@ static DeviceHolders deviceHoldersOf(const FunctionSummary &Ctor) {
   return Out;
 }
 
-/// The function a callable argument names where it is written: a lambda,
-/// `f` or `&f`; null for anything else.
-static const FunctionDecl *writtenCallable(const Expr *Arg) {
-  while (Arg) {
-    Arg = Arg->IgnoreImplicit()->IgnoreParens();
-    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Arg);
-        Construct && Construct->getNumArgs() == 1) {
-      Arg = Construct->getArg(0);
-      continue;
-    }
-    if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(Arg)) {
-      Arg = Cast->getSubExpr();
-      continue;
-    }
-    if (const auto *UO = dyn_cast<UnaryOperator>(Arg);
-        UO && UO->getOpcode() == UO_AddrOf) {
-      Arg = UO->getSubExpr();
-      continue;
-    }
-    break;
-  }
-  if (const auto *Lambda = dyn_cast_or_null<LambdaExpr>(Arg))
-    return Lambda->getCallOperator();
-  if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(Arg))
-    return dyn_cast<FunctionDecl>(Ref->getDecl());
-  return nullptr;
-}
-
 /// The callables a callable parameter held at entry (a hook stored by a
 /// constructor or a setter): those every caller passes, as the callers'
 /// context says, or as every call of the TU writes them when the class is
@@ -182,32 +154,11 @@ static void resolveCallables(ValueFacts &F, const FunctionDecl &Function,
           Context.Entry.lookup(Location::local(Part.Param));
       Known && Known->CallablesKnown) {
     Callables.assign(Known->Callables.begin(), Known->Callables.end());
+  } else if (auto Written = Program.writtenCallables(
+                 Function, Part.Param->getFunctionScopeIndex())) {
+    Callables = std::move(*Written);
   } else {
-    const SourceManager &SM = Program.context().getSourceManager();
-    const auto *Method = dyn_cast<CXXMethodDecl>(&Function);
-    unsigned Index = Part.Param->getFunctionScopeIndex();
-    if (!Method ||
-        !SM.isInMainFile(SM.getExpansionLoc(Method->getParent()->getLocation())))
-      return;
-    llvm::ArrayRef<CallSite> Sites = Program.callSitesOf(Function);
-    if (Sites.empty())
-      return;
-    for (const CallSite &Site : Sites) {
-      const Expr *Arg = nullptr;
-      if (const auto *Call = dyn_cast<CallExpr>(Site.Call)) {
-        unsigned Offset = isa<CXXOperatorCallExpr>(Call) ? 1 : 0;
-        if (Index + Offset < Call->getNumArgs())
-          Arg = Call->getArg(Index + Offset);
-      } else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Site.Call)) {
-        if (Index < Construct->getNumArgs())
-          Arg = Construct->getArg(Index);
-      }
-      const FunctionDecl *Written = writtenCallable(Arg);
-      if (!Written)
-        return;
-      if (!llvm::is_contained(Callables, Written))
-        Callables.push_back(Written);
-    }
+    return;
   }
   F.Callables.assign(Callables.begin(), Callables.end());
   F.CallablesKnown = true;

@@ -435,16 +435,29 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
     ValueFacts Module = evaluate(Registered, S);
     F.ModeLayers = Module.ModeLayers;
     F.HasParameters = Module.HasParameters;
-  } else if (callableTarget(Call, S)) {
-    // A std::function or function pointer that holds one known function.
-    if (const FunctionSummary *Summary = summaryAt(Call, S)) {
-      ResolvedCall R = resolve(Call, S);
-      F = instantiate(Summary->returned(), R, S);
+  } else if (auto Targets = callableHolder(Call)
+                                ? possibleCallableTargets(Call, S)
+                                : llvm::SmallVector<const FunctionDecl *, 1>();
+             !Targets.empty()) {
+    // A std::function or function pointer that holds known functions: what
+    // one of them returns (a criterion set on either branch of a
+    // constructor).
+    std::optional<ValueFacts> Joined;
+    for (const FunctionDecl *Target : Targets) {
+      const FunctionSummary *Summary = Program.summary(*Target);
+      if (!Summary) {
+        Joined = ValueFacts();
+        break;
+      }
+      ResolvedCall R = resolveAs(Call, *Target, S);
+      ValueFacts One = instantiate(Summary->returned(), R, S);
       if (!Summary->leavesNoTrace())
-        F.clearConvertedCopy();
+        One.clearConvertedCopy();
       if (isTensorType(Call.getType()))
-        keepArgumentGraphs(R, S, F);
+        keepArgumentGraphs(R, S, One);
+      Joined = Joined ? joinFacts(*Joined, One) : One;
     }
+    F = *Joined;
   } else if (!Method.empty()) {
     F = evaluateTensorMethod(Call, Method, S);
     F.clearConvertedCopy();
@@ -499,9 +512,16 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       if (!FD->isOverloadedOperator() &&
           !(FD->getIdentifier() && isPointwise(FD->getName())))
         F.MayBeZeroDim = true;
-    } else if (const FunctionSummary *Summary = Program.summaryForCall(Call)) {
+    } else if (const FunctionSummary *Summary = summaryAt(Call, S)) {
       ResolvedCall R = resolve(Call);
       F = instantiate(Summary->returned(), R, S);
+      // A copy of a part of the caller's argument (`return batch.weight;`):
+      // what the caller holds there, where the callee established nothing.
+      if (const Location &Storage = Summary->ReturnedStorage;
+          Storage && Storage.Kind == Location::Local && Storage.Depth > 0)
+        if (Location There = callerLocation(Storage, R))
+          if (const ValueFacts *Held = S.lookup(There))
+            F = overCallerFacts(F, *Held);
       if (!Summary->leavesNoTrace())
         F.clearConvertedCopy();
       stampAutocast(F, S);

@@ -32,6 +32,8 @@ static bool keepsShape(llvm::StringRef Method) {
       .Cases("narrow", "slice", "transpose", "permute", "t", "unsqueeze", true)
       .Cases("pow", "sqrt", "clamp", "round", "floor", "ceil", true)
       .Cases("remainder", "square", "softmax", "log_softmax", "masked_fill", true)
+      .Cases("flip", "fliplr", "flipud", "roll", "cumsum", "cumprod", true)
+      .Cases("sin", "cos", "sign", "fill_", "clamp_", "exp_", true)
       .Default(false);
 }
 

@@ -164,6 +164,68 @@ static ValueFacts entryValueOf(const ValueDecl &D) {
   return F;
 }
 
+/// The function a callable argument names where it is written: a lambda,
+/// `f` or `&f`; null for anything else.
+static const FunctionDecl *writtenCallable(const Expr *Arg) {
+  while (Arg) {
+    Arg = Arg->IgnoreImplicit()->IgnoreParens();
+    if (const auto *Construct = dyn_cast<CXXConstructExpr>(Arg);
+        Construct && Construct->getNumArgs() == 1) {
+      Arg = Construct->getArg(0);
+      continue;
+    }
+    if (const auto *Cast = dyn_cast<CXXFunctionalCastExpr>(Arg)) {
+      Arg = Cast->getSubExpr();
+      continue;
+    }
+    if (const auto *UO = dyn_cast<UnaryOperator>(Arg);
+        UO && UO->getOpcode() == UO_AddrOf) {
+      Arg = UO->getSubExpr();
+      continue;
+    }
+    break;
+  }
+  if (const auto *Lambda = dyn_cast_or_null<LambdaExpr>(Arg))
+    return Lambda->getCallOperator();
+  if (const auto *Ref = dyn_cast_or_null<DeclRefExpr>(Arg))
+    return dyn_cast<FunctionDecl>(Ref->getDecl());
+  return nullptr;
+}
+
+std::optional<llvm::SmallVector<const FunctionDecl *, 2>>
+ProgramModel::writtenCallables(const FunctionDecl &Function, unsigned Index) {
+  // Only where no other TU may call it: a function first declared in the
+  // main file, or a method of a class the main file defines.
+  const SourceManager &SM = Ctx.getSourceManager();
+  const auto *Method = dyn_cast<CXXMethodDecl>(&Function);
+  const Decl *Declared = Method ? static_cast<const Decl *>(Method->getParent())
+                                : Function.getCanonicalDecl();
+  if (!SM.isInMainFile(SM.getExpansionLoc(Declared->getLocation())) ||
+      (Method && Method->isVirtual()) || (!Method && isAddressTaken(Function)))
+    return std::nullopt;
+  llvm::ArrayRef<CallSite> Sites = callSitesOf(Function);
+  if (Sites.empty())
+    return std::nullopt;
+  llvm::SmallVector<const FunctionDecl *, 2> Callables;
+  for (const CallSite &Site : Sites) {
+    const Expr *Arg = nullptr;
+    if (const auto *Call = dyn_cast<CallExpr>(Site.Call)) {
+      unsigned Offset = isa<CXXOperatorCallExpr>(Call) ? 1 : 0;
+      if (Index + Offset < Call->getNumArgs())
+        Arg = Call->getArg(Index + Offset);
+    } else if (const auto *Construct = dyn_cast<CXXConstructExpr>(Site.Call)) {
+      if (Index < Construct->getNumArgs())
+        Arg = Construct->getArg(Index);
+    }
+    const FunctionDecl *Written = writtenCallable(Arg);
+    if (!Written)
+      return std::nullopt;
+    if (!llvm::is_contained(Callables, Written))
+      Callables.push_back(Written);
+  }
+  return Callables;
+}
+
 State ProgramModel::parametricEntry(const FunctionDecl &Function) {
   State Entry;
   for (const ParmVarDecl *P : Function.parameters()) {
@@ -172,8 +234,20 @@ State ProgramModel::parametricEntry(const FunctionDecl &Function) {
     QualType T = P->getType().getNonReferenceType();
     if (isTrackedType(P->getType())) {
       ValueFacts F = entryValueOf(*P);
-      if (isCallableType(T))
-        F.CallablesAtEntry = {P, nullptr};
+      // A callable that every call of a free function writes (a lambda,
+      // `&f`) is that code in any context; else the callers' context says
+      // (a method's, the class state: a setter's hook runs later).
+      if (isCallableType(T)) {
+        if (auto Written = isa<CXXMethodDecl>(Function)
+                               ? std::nullopt
+                               : writtenCallables(Function,
+                                                  P->getFunctionScopeIndex())) {
+          F.Callables.assign(Written->begin(), Written->end());
+          F.CallablesKnown = true;
+        } else {
+          F.CallablesAtEntry = {P, nullptr};
+        }
+      }
       Entry.set(Location::local(P), F);
     }
     const CXXRecordDecl *RD = T->getAsCXXRecordDecl();

@@ -174,6 +174,11 @@ public:
   /// Every call of \p Callee (any redeclaration) in the user code of the TU,
   /// constructions through std::make_shared and module holders included.
   llvm::ArrayRef<CallSite> callSitesOf(const FunctionDecl &Callee);
+  /// The functions that every call of \p Function writes for its callable
+  /// parameter \p Index (a lambda, `f`, `&f`), when no other TU may call
+  /// it; none when a call passes anything else.
+  std::optional<llvm::SmallVector<const FunctionDecl *, 2>>
+  writtenCallables(const FunctionDecl &Function, unsigned Index);
   /// The definitions in user code that override \p Method, directly or
   /// through another override, in source order.
   llvm::ArrayRef<const FunctionDecl *> overridersOf(const CXXMethodDecl &Method);

@@ -60,7 +60,13 @@ static bool isVisibleToCaller(const Location &L, const FunctionDecl &F) {
 /// part of a parameter, a reference parameter; null for anything else.
 static Location returnedStorage(const FunctionDecl &F, const FlowModel &M,
                                 const Expr &Returned) {
-  Location L = M.locationOf(&Returned);
+  // `return batch.weight;` by value: a copy of that storage.
+  const Expr *E = Returned.IgnoreImplicit();
+  if (const auto *Copy = dyn_cast<CXXConstructExpr>(E);
+      Copy && Copy->getConstructor()->isCopyOrMoveConstructor() &&
+      Copy->getNumArgs() == 1)
+    E = Copy->getArg(0)->IgnoreImplicit();
+  Location L = M.locationOf(E);
   if (L.Kind == Location::This)
     return L;
   if (const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);

@@ -1292,3 +1292,39 @@ void preview_hooks(torch::Device device) {
   });
   engine.fit(10);
 }
+
+// --- Constants that pick a helper's branch; parts of an argument returned ---
+
+enum class ComputeBackend { Cpu, Cuda };
+
+torch::Device backend_device(ComputeBackend b) {
+  switch (b) {
+  case ComputeBackend::Cpu:
+    return torch::Device(torch::kCPU);
+  case ComputeBackend::Cuda:
+    return torch::Device(torch::kCUDA);
+  }
+  return torch::Device(torch::kCPU);
+}
+
+void host_backend() {
+  Net net;
+  net->to(backend_device(ComputeBackend::Cpu));
+  net->forward(torch::rand({2, 4}));
+}
+
+struct WeightedBatch {
+  torch::Tensor x;
+  torch::Tensor weight;
+};
+torch::Tensor weight_of(const WeightedBatch &b) { return b.weight; }
+
+void weighted_on_device(torch::Device device) {
+  Net net;
+  net->to(device);
+  WeightedBatch b{torch::rand({2, 4}), torch::rand({2, 2})};
+  auto w = weight_of(b);
+  auto out = net->forward(b.x.to(device)) * w;
+  // CHECK-MESSAGES: :[[@LINE-1]]:43: warning: operator '*' combines {{.*}} with 'w' on CPU
+  auto moved = net->forward(b.x.to(device)) * weight_of(b).to(device);
+}

@@ -1,6 +1,7 @@
 // RUN: %check_torch_tidy %s torch-grad-accumulation-unscaled %t
 
 #include <torch/torch.h>
+#include <functional>
 #include <utility>
 struct NetImpl : torch::nn::Module {
   NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
@@ -252,3 +253,56 @@ void halved_by_a_helper(Net &net, torch::optim::Optimizer &opt) {
     }
   }
 }
+
+// A step gated by a predicate every caller writes as a lambda on the
+// counter: accumulation, as a `% N` in place would be.
+void step_when(Net &net, torch::optim::SGD &opt,
+               const std::function<bool(int64_t)> &should_step) {
+  for (int64_t i = 0; i < 100; ++i) {
+    auto loss = net->forward(torch::rand({8, 4})).mean();
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a mean loss adds its gradients over several iterations
+    if (should_step(i)) {
+      opt.step();
+      // CHECK-MESSAGES: :[[@LINE-1]]:11: note: the step() runs only on some iterations
+      opt.zero_grad();
+    }
+  }
+}
+
+void step_every_four(Net &net, torch::optim::SGD &opt) {
+  step_when(net, opt, [](int64_t i) { return (i + 1) % 4 == 0; });
+}
+
+// A criterion chosen on either branch of a constructor: both reduce by the
+// mean, so does what the member returns.
+class CriterionTrainer {
+public:
+  CriterionTrainer(Net net, bool l1) : net_(net) {
+    if (l1)
+      criterion_ = [](const torch::Tensor &a, const torch::Tensor &b) {
+        return torch::l1_loss(a, b);
+      };
+    else
+      criterion_ = [](const torch::Tensor &a, const torch::Tensor &b) {
+        return torch::mse_loss(a, b);
+      };
+  }
+  void run(torch::optim::SGD &opt) {
+    for (int64_t i = 0; i < 100; ++i) {
+      auto x = torch::rand({8, 4});
+      auto loss = criterion_(net_->forward(x), x);
+      loss.backward();
+      // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: backward() of a mean loss adds its gradients over several iterations
+      if ((i + 1) % 4 == 0) {
+        opt.step();
+        // CHECK-MESSAGES: :[[@LINE-1]]:13: note: the step() runs only on some iterations
+        opt.zero_grad();
+      }
+    }
+  }
+
+private:
+  Net net_;
+  std::function<torch::Tensor(const torch::Tensor &, const torch::Tensor &)> criterion_;
+};
