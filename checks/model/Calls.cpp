@@ -1,9 +1,10 @@
 //===--- Calls.cpp - torch-tidy -------------------------------------------===//
 //
 // FlowModel at calls: what a call does to the state, through the callee's
-// summary when it is a user function and through the LibTorch vocabulary
-// otherwise. Which function runs is Resolve.cpp's; how the callee's facts
-// become the caller's, Instantiate.cpp's; a construction, Construction.cpp's.
+// summary when it is a user function (ApplySummary.cpp) and through the
+// LibTorch vocabulary otherwise. Which function runs is Resolve.cpp's; how
+// the callee's facts become the caller's, Instantiate.cpp's; a
+// construction, Construction.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,179 +19,6 @@
 #include "clang/AST/ExprCXX.h"
 
 namespace clang::tidy::torch {
-
-
-//===--- Effects -----------------------------------------------------------===//
-
-/// Adds \p Sources to \p Into.
-static void addSources(llvm::SmallVectorImpl<const Stmt *> &Into,
-                       llvm::ArrayRef<const Stmt *> Sources) {
-  for (const Stmt *S : Sources)
-    if (!llvm::is_contained(Into, S))
-      Into.push_back(S);
-}
-
-void FlowModel::keepArgumentGraphs(const ResolvedCall &Call, const State &S,
-                                   ValueFacts &Returned) const {
-  if (Returned.Graph.Value == GraphState::NoGraph)
-    return;
-  for (const Expr *Arg : Call.Arguments) {
-    if (!Arg)
-      continue;
-    const Expr *Stripped = stripConversions(Arg);
-    if (isTensorType(Stripped->getType())) {
-      addSources(Returned.GraphSources, evaluate(Stripped, S).GraphSources);
-    } else if (containerRecord(Stripped->getType())) {
-      if (Location C = locationOf(Stripped))
-        for (const Location &Part : S.tree(C))
-          if (const ValueFacts *F = S.lookup(Part))
-            addSources(Returned.GraphSources, F->GraphSources);
-    }
-  }
-}
-
-void FlowModel::copyArgumentParts(const ValueFacts &Exit,
-                                  const ResolvedCall &Call,
-                                  const State &Before, const Location &Here,
-                                  State &St) const {
-  const auto *P = dyn_cast_or_null<ParmVarDecl>(Exit.Device.Entry);
-  if (!P || Exit.Device.isKnown() || Exit.Pin.Entry != P || Exit.Pin.isKnown())
-    return;
-  if (Location From = callerLocation(Location::local(P), Call)) {
-    for (const Location &Part : Before.tree(From))
-      if (Part != From)
-        if (Location To = Part.replacePrefix(From, Here))
-          St.set(To, Before.get(Part));
-    return;
-  }
-  // A temporary (`set(Stats{a, b})`): its parts as a declaration sets them.
-  unsigned Index = P->getFunctionScopeIndex();
-  if (!Call.Callee || Index >= Call.Arguments.size() || !Call.Arguments[Index] ||
-      !isa<FunctionDecl>(P->getDeclContext()) ||
-      cast<FunctionDecl>(P->getDeclContext())->getCanonicalDecl() !=
-          Call.Callee->getCanonicalDecl() ||
-      !P->getType().getNonReferenceType()->isRecordType())
-    return;
-  State Scratch = Before;
-  assign(Here, P->getType(), Call.Arguments[Index], Call.Call->getBeginLoc(),
-         Scratch);
-  for (const Location &Part : Scratch.tree(Here))
-    if (Part != Here)
-      St.set(Part, Scratch.get(Part));
-}
-
-void FlowModel::applySummary(const ResolvedCall &Call,
-                             const FunctionSummary &Summary,
-                             const Location &Result, State &St) const {
-  // The facts after the call are computed from the state before it.
-  const State Before = St;
-  if (Summary.SelectsCuda && St.path().Cuda != CudaGuard::Checked)
-    St.path().CudaSelectedBefore = true;
-  if (Summary.ClobbersModes)
-    forgetModes(St);
-  // A device the callee names by the member that holds it is what the
-  // member holds after the call: not what it held before, when the call
-  // changes it.
-  llvm::SmallVector<Location, 4> Rewritten;
-  for (const Location &L : Summary.Clobbers)
-    if (Location Here = callerLocation(L, Call)) {
-      // The objects its reference members (or shared module handles) name
-      // may have changed with it.
-      if (L == Location::thisObject())
-        forgetBoundObjects(Here, St);
-      St.forgetTree(Here);
-      if (Here.Kind == Location::This)
-        St.markClobbered(Here);
-      Rewritten.push_back(Here);
-    }
-  for (const SummaryEffect &Effect : Summary.Effects)
-    if (Location Here = callerLocation(Effect.Where, Call))
-      Rewritten.push_back(Here);
-  for (const SummaryEffect &Effect : Summary.Effects) {
-    Location Here = callerLocation(Effect.Where, Call);
-    if (!Here)
-      continue;
-    // A mode switched on another function's variable (a module a lambda
-    // captured where it was written) may be that of any module this one
-    // holds too (a member bound to the same module): that variable's
-    // function knows it.
-    if (isForeignVariable(Here, Function) &&
-        (Effect.Exit.Mode.isKnown() || Effect.Exit.ModeIf))
-      forgetModes(St);
-    copyArgumentParts(Effect.Exit, Call, Before, Here, St);
-    ValueFacts After = instantiate(Effect.Exit, Call, Before, Rewritten);
-    if (Effect.Exit.KeepsCallerFacts)
-      After = overCallerFacts(After, heldForUpdate(Here, Before));
-    // A module handle passed by value still names the caller's module: its
-    // module facts change, not the handle.
-    if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Effect.Where.Root);
-        P && !Effect.Where.Depth && isModuleHandleType(P->getType())) {
-      ValueFacts F = St.get(Here);
-      F.Device = After.Device;
-      F.Mode = After.Mode;
-      F.ModeIf = After.ModeIf;
-      After = F;
-    }
-    // One element written stands for all of them: the graphs the others
-    // keep stay kept (a "some element" fact).
-    if (Here.isElement())
-      if (const ValueFacts *Old = Before.lookup(Here)) {
-        for (const Stmt *Source : Old->GraphSources)
-          if (!llvm::is_contained(After.GraphSources, Source))
-            After.GraphSources.push_back(Source);
-        // So do the callables the others hold (`hooks_.push_back(h)`).
-        if (!Old->Empty) {
-          unite<const FunctionDecl *>(After.Callables, Old->Callables);
-          After.CallablesKnown &= Old->CallablesKnown;
-        }
-      }
-    St.set(Here, After);
-  }
-  if (Result) {
-    // The parts of a forward's output (a tuple of heads) keep the graph the
-    // forward call recorded, as its whole value does (evaluateModuleCall);
-    // so do those of a module's own method that runs its layers
-    // (`auto [logits, h] = vae->decode_step(tok, h)`).
-    ModuleCall Forward;
-    const auto *CE = dyn_cast_or_null<CallExpr>(Call.Call);
-    bool IsForward = CE && matchModuleCall(*CE, Forward);
-    bool RunsLayers = CE && !IsForward && Summary.RunsOwnLayers &&
-                      runsModule(*CE, Forward);
-    // A part whose device the body does not prove is on the module's, as
-    // the whole output is.
-    Sourced<DeviceValue> OutputDevice;
-    if (IsForward)
-      OutputDevice = evaluateModuleCall(*CE, Forward, Before).Device;
-    // A parameter returned as it came (`return f;`, `return Pair{f, g};`):
-    // the caller's argument, parts included; what the body proves of a
-    // part is set below and wins.
-    for (const SummaryEffect &R : Summary.Returns)
-      if (Location Here = R.Where.replacePrefix(Location::returned(), Result))
-        copyArgumentParts(R.Exit, Call, Before, Here, St);
-    for (const SummaryEffect &R : Summary.Returns)
-      if (Location Here = R.Where.replacePrefix(Location::returned(), Result)) {
-        ValueFacts Part = instantiate(R.Exit, Call, Before, Rewritten);
-        if (IsForward && R.Where.Depth && !Part.Device.Value.isKnown())
-          Part.Device = OutputDevice;
-        keepArgumentGraphs(Call, Before, Part);
-        if ((IsForward || RunsLayers) &&
-            (Part.Graph.Value == GraphState::InGraph ||
-             !Part.GraphSources.empty()))
-          addSources(Part.GraphSources, {Call.Call});
-        St.set(Here, std::move(Part));
-      }
-    // A copy of a part of the caller's argument (`return batch.weight;`):
-    // what the caller holds there, where the callee established nothing.
-    if (const Location &Storage = Summary.ReturnedStorage;
-        Storage && Storage.Kind == Location::Local && Storage.Depth > 0)
-      if (Location There = callerLocation(Storage, Call))
-        for (const Location &Part : Before.tree(There))
-          if (Location Into = Part.replacePrefix(There, Result))
-            St.set(Into, overCallerFacts(St.get(Into), Before.get(Part)));
-  }
-  if (Summary.ExitGrad != GradMode::Entry)
-    St.path().Grad = Summary.ExitGrad;
-}
 
 bool FlowModel::isBlockingDeviceRead(const CallExpr &Call,
                                      const State &S) const {
@@ -271,7 +99,7 @@ void FlowModel::recordBackpropagation(const CallExpr &Call,
   }
   PathFacts &Path = St.path();
   for (const ValueFacts &V : Reached) {
-    addSources(Path.GraphsBackpropagated, V.GraphSources);
+    unite<const Stmt *>(Path.GraphsBackpropagated, V.GraphSources);
     if (V.Graph.Value == GraphState::NoGraph)
       continue;
     if (V.Graph.Entry && V.Graph.Value == GraphState::Unknown &&
@@ -358,10 +186,10 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     recordBackpropagation(Call, Summary, St);
   else if (Opaque) {
     if (const Expr *Object = memberCallObject(Call))
-      addSources(St.path().GraphsEscaped, evaluate(Object, St).GraphSources);
+      unite<const Stmt *>(St.path().GraphsEscaped, evaluate(Object, St).GraphSources);
     for (const Expr *Arg : Call.arguments())
       if (isTensorType(Arg->getType()) || containerRecord(Arg->getType()))
-        addSources(St.path().GraphsEscaped, evaluate(Arg, St).GraphSources);
+        unite<const Stmt *>(St.path().GraphsEscaped, evaluate(Arg, St).GraphSources);
   }
   // After `t.backward()` returns, `t` has a graph: LibTorch throws
   // otherwise.
@@ -495,7 +323,7 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         ValueFacts A = evaluate(Arg, St);
         if (A.Graph.Value == GraphState::InGraph) {
           F.Graph = {GraphState::InGraph, Call.getExprLoc()};
-          addSources(F.GraphSources, A.GraphSources);
+          unite<const Stmt *>(F.GraphSources, A.GraphSources);
           if (Method == "add_" && !llvm::is_contained(F.GraphSources, &Call))
             F.GraphSources.push_back(&Call);
         }
