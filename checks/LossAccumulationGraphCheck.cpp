@@ -48,9 +48,6 @@ public:
   static constexpr unsigned IntoAnotherFunctionsVariable = 1u << 8;
   static constexpr unsigned HowMask = 3;
 
-  static bool loopInDeclaringFunction(const Operand &Accumulator,
-                                      SourceLocation Loop);
-
   Verdict judge(const RequirementMatch &M, const SiteContext &C) const override {
     const ValueFacts &Acc = M.Operands[0].Facts;
     const ValueFacts &Value = M.Operands[1].Facts;
@@ -68,7 +65,7 @@ public:
     // function adds each iteration's graph.
     bool IntoOther = M.Flags & IntoAnotherFunctionsVariable;
     if (InGraph && IntoOther && C.Loop.TrainingLoop.isValid() &&
-        !loopInDeclaringFunction(M.Operands[0], C.Loop.TrainingLoop))
+        !withinDeclaringFunction(M.Operands[0].Storage, C.Loop.TrainingLoop))
       return Verdict::Violated;
     // A caller's accumulator: its loop may run this again.
     if (isCallerEntry(Acc.Graph) || isCallerEntry(Acc.Device) ||
@@ -77,20 +74,6 @@ public:
     return Verdict::Holds;
   }
 };
-
-/// Whether \p Loop lies in the function that declares the variable
-/// \p Accumulator names, which may reset it on each iteration.
-bool GraphAccumulation::loopInDeclaringFunction(const Operand &Accumulator,
-                                                SourceLocation Loop) {
-  const ValueDecl *Variable = Accumulator.Storage.Root;
-  const auto *Owner =
-      Variable ? dyn_cast<FunctionDecl>(Variable->getDeclContext()) : nullptr;
-  const Stmt *Body = Owner ? Owner->getBody() : nullptr;
-  if (!Body)
-    return true;
-  const SourceManager &SM = Owner->getASTContext().getSourceManager();
-  return SM.isPointWithin(Loop, Body->getBeginLoc(), Body->getEndLoc());
-}
 
 const GraphAccumulation Instance;
 const RequirementRegistration Registered(Instance);

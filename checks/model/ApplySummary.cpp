@@ -164,17 +164,21 @@ void FlowModel::applySummary(const ResolvedCall &Call,
           unite<const Stmt *>(Part.GraphSources, {Call.Call});
         St.set(Here, std::move(Part));
       }
-    // A copy of a part of the caller's argument (`return batch.weight;`):
-    // what the caller holds there, where the callee established nothing.
-    if (const Location &Storage = Summary.ReturnedStorage;
-        Storage && Storage.Kind == Location::Local && Storage.Depth > 0)
-      if (Location There = callerLocation(Storage, Call))
-        for (const Location &Part : Before.tree(There))
+    if (Location There = returnedArgumentPart(Summary, Call))
+      for (const Location &Part : Before.tree(There))
           if (Location Into = Part.replacePrefix(There, Result))
             St.set(Into, overCallerFacts(St.get(Into), Before.get(Part)));
   }
   if (Summary.ExitGrad != GradMode::Entry)
     St.path().Grad = Summary.ExitGrad;
+}
+
+Location FlowModel::returnedArgumentPart(const FunctionSummary &Summary,
+                                         const ResolvedCall &Call) const {
+  const Location &Storage = Summary.ReturnedStorage;
+  if (!Storage || Storage.Kind != Location::Local || Storage.Depth == 0)
+    return {};
+  return callerLocation(Storage, Call);
 }
 
 } // namespace clang::tidy::torch

@@ -515,13 +515,9 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
     } else if (const FunctionSummary *Summary = summaryAt(Call, S)) {
       ResolvedCall R = resolve(Call);
       F = instantiate(Summary->returned(), R, S);
-      // A copy of a part of the caller's argument (`return batch.weight;`):
-      // what the caller holds there, where the callee established nothing.
-      if (const Location &Storage = Summary->ReturnedStorage;
-          Storage && Storage.Kind == Location::Local && Storage.Depth > 0)
-        if (Location There = callerLocation(Storage, R))
-          if (const ValueFacts *Held = S.lookup(There))
-            F = overCallerFacts(F, *Held);
+      if (Location There = returnedArgumentPart(*Summary, R))
+        if (const ValueFacts *Held = S.lookup(There))
+          F = overCallerFacts(F, *Held);
       if (!Summary->leavesNoTrace())
         F.clearConvertedCopy();
       stampAutocast(F, S);

@@ -80,6 +80,9 @@ bool isScalarType(QualType T);
 /// function declares (one it captures, or a foreign variable) or a global:
 /// it outlives every call of \p Function.
 bool outlivesFunction(const Location &L, const FunctionDecl *Function);
+/// Whether \p Loc lies in the body of the function that declares the
+/// variable \p L names (which may reset it there); true when unsure.
+bool withinDeclaringFunction(const Location &L, SourceLocation Loc);
 /// The element variable of a range-for that \p E names, itself or a part
 /// of it (`hook`, `kv.second`, a structured binding's `hook`); null
 /// otherwise.
@@ -419,6 +422,11 @@ private:
   bool assignCallResult(const Location &L, const Expr *Value,
                         State &St) const;
   void transferCall(const CallExpr &Call, State &St) const;
+  /// The caller's storage a by-value result copies, when the callee returns
+  /// a part of a reference parameter (`return batch.weight;`): what the
+  /// caller holds there fills what the callee did not establish.
+  Location returnedArgumentPart(const FunctionSummary &Summary,
+                                const ResolvedCall &Call) const;
   /// `std::swap(a, b)`: each holds what the other held.
   void exchange(const Expr *A, const Expr *B, State &St) const;
   /// \p Owner (an owning pointer) is given an object that \p Init builds

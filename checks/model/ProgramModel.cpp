@@ -131,6 +131,16 @@ bool outlivesFunction(const Location &L, const FunctionDecl *Function) {
          L.Root->getDeclContext() != Function;
 }
 
+bool withinDeclaringFunction(const Location &L, SourceLocation Loc) {
+  const auto *Owner =
+      L.Root ? dyn_cast<FunctionDecl>(L.Root->getDeclContext()) : nullptr;
+  const Stmt *Body = Owner ? Owner->getBody() : nullptr;
+  if (!Body)
+    return true;
+  const SourceManager &SM = Owner->getASTContext().getSourceManager();
+  return SM.isPointWithin(Loc, Body->getBeginLoc(), Body->getEndLoc());
+}
+
 /// The class whose members `this` names in \p F (the enclosing method's,
 /// for a lambda that captures `this`); null for a free function.
 static const CXXRecordDecl *thisClass(const FunctionDecl &F) {
