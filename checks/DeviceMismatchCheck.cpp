@@ -59,7 +59,8 @@ public:
       Out.Operands.push_back({*Facts, quotedSource(E, Ctx, "operand"), E});
       // An output is written where the op computes, 0-dim or not.
       if (Op.InPlace && I == 0)
-        Out.Operands.back().Facts.MayBeZeroDim = false;
+        Out.Operands.back().Facts.MinDims =
+            std::max<uint8_t>(Out.Operands.back().Facts.MinDims, 1);
     }
     Out.What = Op.What;
     Out.Flags = (Op.IsModuleCall ? ModuleCallFlag : 0) |

@@ -91,4 +91,14 @@ std::optional<bool> namesHalf(const Expr *E) {
   return namesHalf(Var->getInit());
 }
 
+std::optional<bool> dtypeValueIsHalf(QualType T, int64_t Value) {
+  if (!isDtypeType(T))
+    return std::nullopt;
+  for (const EnumConstantDecl *Enumerator :
+       T.getNonReferenceType()->castAs<EnumType>()->getDecl()->enumerators())
+    if (Enumerator->getInitVal() == Value)
+      return Enumerator->getName() == "Half";
+  return std::nullopt;
+}
+
 } // namespace clang::tidy::torch

@@ -43,6 +43,10 @@ bool isAutocastGuard(const VarDecl &VD, const TorchApiOptions &Opts);
 /// nullopt when it is not a constant.
 std::optional<bool> namesHalf(const Expr *E);
 
+/// Whether \p Value, a value of the dtype enum \p T, is float16; nullopt
+/// when \p T is no dtype or no enumerator has that value.
+std::optional<bool> dtypeValueIsHalf(QualType T, int64_t Value);
+
 } // namespace clang::tidy::torch
 
 #endif // TORCH_TIDY_API_AUTOCAST_H

@@ -250,7 +250,8 @@ bool isModuleHandleType(QualType T) {
   if (derivesFromModule(RD) || isModuleHolderRecord(RD))
     return true;
   if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD))
-    if (templateOrRecordName(RD) == "std::shared_ptr" &&
+    if ((templateOrRecordName(RD) == "std::shared_ptr" ||
+         templateOrRecordName(RD) == "std::unique_ptr") &&
         Spec->getTemplateArgs().size() >= 1 &&
         Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
       return derivesFromModule(
@@ -288,7 +289,7 @@ bool isErasedModuleType(QualType T) {
   if (T->isPointerType())
     T = T->getPointeeType().getCanonicalType();
   const CXXRecordDecl *RD = T->getAsCXXRecordDecl();
-  if (RD && isStdClass(RD, "shared_ptr"))
+  if (RD && (isStdClass(RD, "shared_ptr") || isStdClass(RD, "unique_ptr")))
     if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD);
         Spec && Spec->getTemplateArgs().size() >= 1 &&
         Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
@@ -300,7 +301,7 @@ llvm::StringRef moduleMemberAccess(QualType Handle) {
   Handle = Handle.getNonReferenceType().getCanonicalType();
   const CXXRecordDecl *RD = Handle->getAsCXXRecordDecl();
   return Handle->isPointerType() || isModuleHolderRecord(RD) ||
-                 isStdClass(RD, "shared_ptr")
+                 isStdClass(RD, "shared_ptr") || isStdClass(RD, "unique_ptr")
              ? "->"
              : ".";
 }
@@ -308,6 +309,11 @@ llvm::StringRef moduleMemberAccess(QualType Handle) {
 bool isTorchValueType(QualType T) {
   return isTensorType(T) || isModuleHandleType(T) || isDeviceType(T) ||
          isTensorOptionsType(T) || isScriptValueType(T);
+}
+
+bool isDtypeType(QualType T) {
+  const auto *Enum = T.getNonReferenceType()->getAs<EnumType>();
+  return Enum && Enum->getDecl()->getQualifiedNameAsString() == "c10::ScalarType";
 }
 
 bool isDataExampleType(QualType T) {

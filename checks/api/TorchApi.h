@@ -112,8 +112,8 @@ llvm::StringRef tensorMethodName(const CallExpr &Call);
 /// implicit casts.
 const Expr *memberCallObject(const CallExpr &Call);
 
-/// A class that is a torch::nn::Module, a ModuleHolder, or a shared_ptr to a
-/// Module.
+/// A class that is a torch::nn::Module, a ModuleHolder, a pointer, or a
+/// std::shared_ptr or std::unique_ptr to a Module.
 bool isModuleHandleType(QualType T);
 /// Whether a LibTorch layer (`torch::nn::DropoutImpl`, ...) behaves
 /// differently in training and evaluation mode: Yes for the dropouts, the
@@ -138,6 +138,8 @@ llvm::StringRef moduleMemberAccess(QualType Handle);
 /// A LibTorch value whose facts describe it whole, not part by part: a
 /// tensor, a module handle, a device, tensor options, a TorchScript value.
 bool isTorchValueType(QualType T);
+/// The dtype enum, `c10::ScalarType` (`at::kHalf`, `torch::kFloat16`).
+bool isDtypeType(QualType T);
 /// `torch::data::Example`.
 bool isDataExampleType(QualType T);
 /// Tensor methods that return a view of their receiver's storage (`slice`,

@@ -123,24 +123,35 @@ static std::optional<bool> constantBool(const Expr *E, const ASTContext &Ctx) {
   return Value;
 }
 
-GradGuardEffect gradGuardEffect(const VarDecl &VD, const ASTContext &Ctx,
-                                const TorchApiOptions &Opts) {
-  if (VD.getType()->isReferenceType() || VD.getType()->isPointerType())
-    return GradGuardEffect::None;
-  const CXXRecordDecl *RD = VD.getType()->getAsCXXRecordDecl();
-  if (!RD)
-    return GradGuardEffect::None;
-  if (matchesNameList(*RD, Opts.GuardTypes))
+/// What an object of \p RD built by \p Init does to grad mode while it
+/// lives; with \p Members, also through a guard it holds as a member (an
+/// evaluator's `torch::NoGradGuard no_grad_`).
+static GradGuardEffect guardEffect(const CXXRecordDecl &RD, const Expr *Init,
+                                   const ASTContext &Ctx,
+                                   const TorchApiOptions &Opts, bool Members) {
+  if (matchesNameList(RD, Opts.GuardTypes))
     return GradGuardEffect::Disables;
-  std::string N = RD->getQualifiedNameAsString();
+  std::string N = RD.getQualifiedNameAsString();
   bool NoGrad = N == "c10::NoGradGuard" || N == "at::NoGradGuard";
   bool Inference = N == "c10::InferenceMode";
   bool AutoGrad = N == "c10::AutoGradMode" || N == "at::AutoGradMode";
-  if (!NoGrad && !Inference && !AutoGrad)
-    return GradGuardEffect::None;
   if (NoGrad)
     return GradGuardEffect::Disables;
-  const Expr *Init = VD.getInit() ? VD.getInit()->IgnoreImplicit() : nullptr;
+  if (!Inference && !AutoGrad) {
+    if (!Members || !RD.hasDefinition() || RD.isInStdNamespace())
+      return GradGuardEffect::None;
+    for (const FieldDecl *Field : RD.getDefinition()->fields())
+      if (const CXXRecordDecl *Member = Field->getType()->getAsCXXRecordDecl())
+        if (GradGuardEffect E = guardEffect(*Member,
+                                            Field->getInClassInitializer(),
+                                            Ctx, Opts, /*Members=*/false);
+            E != GradGuardEffect::None)
+          return E;
+    return GradGuardEffect::None;
+  }
+  Init = Init ? Init->IgnoreImplicit() : nullptr;
+  if (const auto *Default = dyn_cast_or_null<CXXDefaultInitExpr>(Init))
+    Init = Default->getExpr()->IgnoreImplicit();
   const auto *Construct = dyn_cast_or_null<CXXConstructExpr>(Init);
   if (!Construct)
     return GradGuardEffect::Unknown;
@@ -158,6 +169,16 @@ GradGuardEffect gradGuardEffect(const VarDecl &VD, const ASTContext &Ctx,
   if (!Value)
     return GradGuardEffect::Unknown;
   return *Value ? GradGuardEffect::Enables : GradGuardEffect::Disables;
+}
+
+GradGuardEffect gradGuardEffect(const VarDecl &VD, const ASTContext &Ctx,
+                                const TorchApiOptions &Opts) {
+  if (VD.getType()->isReferenceType() || VD.getType()->isPointerType())
+    return GradGuardEffect::None;
+  const CXXRecordDecl *RD = VD.getType()->getAsCXXRecordDecl();
+  if (!RD)
+    return GradGuardEffect::None;
+  return guardEffect(*RD, VD.getInit(), Ctx, Opts, /*Members=*/true);
 }
 
 const Expr *setGradEnabledArgument(const CallExpr &Call) {

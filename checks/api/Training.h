@@ -41,7 +41,8 @@ bool isOptimizerClass(const CXXRecordDecl *RD);
 enum class GradGuardEffect { None, Disables, Enables, Unknown };
 /// NoGradGuard and InferenceMode() disable, AutoGradMode(false) disables,
 /// AutoGradMode(true) enables, a run-time argument is Unknown; a variable of
-/// a type in \p Opts.GuardTypes disables.
+/// a type in \p Opts.GuardTypes disables; an object of a class that holds
+/// such a guard as a member does what that member does.
 GradGuardEffect gradGuardEffect(const VarDecl &VD, const ASTContext &Ctx,
                                 const TorchApiOptions &Opts);
 /// `c10::GradMode::set_enabled(x)`: its argument, or null.

@@ -68,8 +68,15 @@ void FlowModel::assignValue(const Location &L, QualType Type, const Expr *Init,
       isa_and_nonnull<ParmVarDecl>(F.Device.Value.holder());
   // (`auto type = cuda ? torch::kCUDA : torch::kCPU;` is a device variable
   // too: a DeviceType.)
+  // A reference names the device it binds (`const Device &d =
+  // ctx.device()`), symbolic or not.
+  const auto *Var = L.Kind == Location::Local && !L.Depth
+                        ? dyn_cast_or_null<VarDecl>(L.Root)
+                        : nullptr;
+  bool Binds = Var && Var->getType()->isReferenceType() &&
+               F.Device.Value.isSymbolic();
   if ((isDeviceType(Type) || isDeviceTypeEnum(Type)) && Init &&
-      !StoresParameter &&
+      !StoresParameter && !Binds &&
       (!F.Device.Value.isKnown() || F.Device.Value.isSymbolic()) &&
       !F.Device.Entry)
     if (const NamedDecl *Holder = L.Depth ? static_cast<const NamedDecl *>(
@@ -203,8 +210,30 @@ bool FlowModel::assignCallResult(const Location &L, const Expr *Value,
   if (!Summary)
     return false;
   ResolvedCall Resolved = resolve(*Call, St);
+  // A module called with an input on another device fails (reported
+  // there): no part of its output decides anything more.
+  // (Only the call's own conflict: an input computed from one on an
+  // earlier iteration does not silence this iteration's outputs.)
+  ModuleCall Run;
+  bool Conflict = false;
+  if (matchModuleCall(*Call, Run) && !Run.TypeErased && !Run.Inputs.empty()) {
+    ValueFacts Module = evaluate(Run.Module, St);
+    withClassFacts(Module, Run.Module->getType().getNonReferenceType());
+    Conflict = Module.HasParameters != Tri::No &&
+               compareDevices(Module.Device.Value,
+                              evaluate(Run.Inputs[0], St).Device.Value) !=
+                   DeviceConflict::None;
+  }
   St.forgetTree(L);
   applySummary(Resolved, *Summary, L, St);
+  // Each part: a conflict's output decides nothing more; a mean loss in a
+  // struct the call returns inside a float16 region is that region's.
+  for (const Location &Part : St.tree(L)) {
+    ValueFacts F = St.get(Part);
+    F.FromDeviceConflict |= Conflict;
+    stampAutocast(F, St);
+    St.set(Part, F);
+  }
   return true;
 }
 
@@ -361,6 +390,11 @@ void FlowModel::assign(const Location &L, QualType Type, const Expr *Init,
         Construct->getArg(0)->getType()->isIntegerType()) {
       ValueFacts Element;
       Element.Empty = true;
+      // `std::vector<Net> folds(3)`: each a module built here.
+      if (const CXXRecordDecl *Value = containerValueRecord(Type);
+          Value && isModuleHandleType(Ctx.getRecordType(Value)) &&
+          !isOwningPointer(Ctx.getRecordType(Value)))
+        Element = newModuleFacts(Ctx.getRecordType(Value), Loc);
       if (Construct->getNumArgs() >= 2 &&
           !isa<CXXDefaultArgExpr>(Construct->getArg(1)) &&
           !containerRecord(Construct->getArg(1)->getType()))

@@ -217,7 +217,7 @@ public:
   }
   bool VisitCXXConstructExpr(CXXConstructExpr *Construct) {
     const CXXConstructorDecl *Ctor = Construct->getConstructor();
-    add(Ctor, Construct);
+    add(constructorThatRuns(Ctor), Construct);
     addThreadStart(*Construct);
     // A TORCH_MODULE holder built from arguments builds its module.
     if (isModuleHandleType(Construct->getType()) &&

@@ -358,6 +358,32 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         bool KeyAndValue =
             Container && Call.getNumArgs() >= 2 &&
             isMapContainer(containerRecord(Object->getType()));
+        // `student_.emplace(8, 0.1)`: a module built from its constructor's
+        // arguments; an optional then holds only it.
+        if (const CXXRecordDecl *Element =
+                Container && !KeyAndValue && MD->getName().starts_with("emplace")
+                    ? containerValueRecord(Object->getType())
+                    : nullptr) {
+          QualType ElementType = Ctx.getRecordType(Element);
+          bool Built =
+              isModuleHandleType(ElementType) &&
+              llvm::none_of(Call.arguments(), [&](const Expr *Arg) {
+                // (`holders.emplace_back(impl_ptr)` shares a module.)
+                return isModuleHandleType(Arg->getType());
+              });
+          Location C = Built ? locationOf(Object) : Location();
+          if (C) {
+            Location Elements = C.child(Selector::element());
+            ValueFacts Module = newModuleFacts(ElementType, Call.getExprLoc());
+            const ValueFacts *Old = St.lookup(Elements);
+            bool Replaces = isOptional(Object->getType()) || (Old && Old->Empty);
+            ValueFacts Joined =
+                Replaces ? Module : joinFacts(Old ? *Old : ValueFacts(), Module);
+            St.forgetTree(Elements);
+            St.set(Elements, Joined);
+            return;
+          }
+        }
         // `pairs.emplace_back(name, net)`: each argument is a field of the
         // element it builds (a std::pair, an aggregate).
         if (const CXXRecordDecl *Element =

@@ -91,6 +91,29 @@ public:
     return true;
   }
 
+  /// `Config{mode}`, `ctx_{cfg.amp}`: an aggregate's initialiser list sets
+  /// the fields it names, whatever their default initialisers say.
+  bool VisitInitListExpr(InitListExpr *List) {
+    const InitListExpr *Semantic =
+        List->isSemanticForm() ? List : List->getSemanticForm();
+    const CXXRecordDecl *RD =
+        Semantic ? Semantic->getType()->getAsCXXRecordDecl() : nullptr;
+    if (!RD || !RD->hasDefinition() || RD->isUnion())
+      return true;
+    unsigned Index = RD->getDefinition()->getNumBases();
+    for (const FieldDecl *Field : RD->getDefinition()->fields()) {
+      if (Field->isUnnamedBitField())
+        continue;
+      const Expr *Init =
+          Index < Semantic->getNumInits() ? Semantic->getInit(Index) : nullptr;
+      ++Index;
+      if (Init && !isa<ImplicitValueInitExpr, CXXDefaultInitExpr>(Init) &&
+          isTrackedMember(*Field))
+        Out.insert(Field);
+    }
+    return true;
+  }
+
 private:
   ASTContext &Ctx;
   llvm::DenseSet<const FieldDecl *> &Out;
@@ -389,16 +412,29 @@ ClassState computeClassState(const CXXRecordDecl &Class,
   bool AnyConstructor = false;
   llvm::DenseMap<Location, ValueFacts> Facts;
   llvm::SmallVector<Location, 8> Keys;
-  for (const CXXConstructorDecl *Ctor : Def->ctors()) {
-    if (Ctor->isCopyOrMoveConstructor() || Ctor->isDeleted())
+  for (const CXXConstructorDecl *Declared : Def->ctors()) {
+    if (Declared->isCopyOrMoveConstructor() || Declared->isDeleted())
       continue;
     // An implicit constructor that nothing uses was never defined.
-    if (Ctor->isImplicit() && !Ctor->hasBody())
+    if (Declared->isImplicit() && !Declared->hasBody())
       continue;
+    const CXXConstructorDecl *Ctor = constructorThatRuns(Declared);
     const FunctionSummary *Summary = Program.summary(*Ctor);
     if (!Summary)
       return Result;
     const EntryContext &Callers = Program.entryContext(*Ctor);
+    // The constants every caller passes for what it stores (`ctx_{cfg.amp}`
+    // where every caller's config says Fp16).
+    llvm::SmallVector<std::pair<Location, int64_t>, 2> Constants;
+    if (!Callers.Root)
+      for (const Location &In : Program.decidingInputs(*Ctor))
+        if (In.Kind == Location::Local)
+          if (std::optional<int64_t> K = Callers.Entry.get(In).Scalar.Known)
+            Constants.push_back({In, *K});
+    if (!Constants.empty())
+      if (const FunctionSummary *Known =
+              Program.summaryWithConstants(*Ctor, Constants))
+        Summary = Known;
     llvm::DenseMap<Location, ValueFacts> Established;
     DeviceHolders Holders = deviceHoldersOf(*Summary);
     for (const SummaryEffect &E : Summary->Effects)
@@ -414,8 +450,9 @@ ClassState computeClassState(const CXXRecordDecl &Class,
     AnyConstructor = true;
   }
   if (!AnyConstructor) {
-    // No constructor was ever defined (nothing builds the class here): what
-    // the members' own initialisers say.
+    // No constructor was ever defined (nothing builds the class here, or an
+    // aggregate's initialiser lists do): what the members' own initialisers
+    // say, where no list sets them (below), and what the methods change.
     for (const FieldDecl *F : Members)
       if (const Expr *Init = F->getInClassInitializer()) {
         FlowModel Model(F, Program.context(), Program);
@@ -423,10 +460,11 @@ ClassState computeClassState(const CXXRecordDecl &Class,
         Start.path().Cuda = CudaGuard::Unguarded;
         Start.path().Grad = GradMode::Enabled;
         ValueFacts V = Model.evaluate(Init, Start).withoutEntries();
-        if (!V.isUnknown())
-          Result.Members[Location::member(F)] = V;
+        if (V.isUnknown())
+          continue;
+        Facts[Location::member(F)] = V;
+        Keys.push_back(Location::member(F));
       }
-    return Result;
   }
 
   // 2. Other member functions keep those facts or change them: each is
@@ -447,6 +485,12 @@ ClassState computeClassState(const CXXRecordDecl &Class,
   for (const FieldDecl *F : Members)
     if (Foreign.contains(F))
       Drop(F);
+  // What the methods leave in a member written from outside the class is
+  // not all it may hold: only the others are followed through them.
+  llvm::SmallVector<const FieldDecl *, 8> Own;
+  for (const FieldDecl *F : Members)
+    if (!Foreign.contains(F))
+      Own.push_back(F);
   constexpr unsigned MaxRounds = 4;
   for (unsigned Round = 0;; ++Round) {
     State Entry;
@@ -455,7 +499,7 @@ ClassState computeClassState(const CXXRecordDecl &Class,
     llvm::DenseMap<Location, ValueFacts> Before = Facts;
     unsigned CutsBefore = Program.buildCuts();
     for (const CXXMethodDecl *Method : methodsOfObject(*Def))
-      joinMethodExit(*Method, Members, Entry, Program, Facts, Keys, Drop);
+      joinMethodExit(*Method, Own, Entry, Program, Facts, Keys, Drop);
     bool UsedOtherMethods = Program.buildCuts() != CutsBefore;
     bool Grew = false;
     for (const Location &L : Keys)

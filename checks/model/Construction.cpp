@@ -142,8 +142,13 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
   ResolvedCall Call = resolve(E);
   Call.Object = Object;
   const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Call.Callee);
-  if (const FunctionSummary *Summary =
-          Call.Callee ? Program.summary(*Call.Callee) : nullptr) {
+  const FunctionSummary *Summary =
+      Call.Callee ? Program.summary(*Call.Callee) : nullptr;
+  // `AmpSwitch fp16(at::kHalf)`: the constant stays in the member.
+  if (const FunctionSummary *Known = Summary ? summaryForKnownInputs(Call, St)
+                                             : nullptr)
+    Summary = Known;
+  if (Summary) {
     // Members the constructor leaves alone are default-constructed.
     St.forgetTree(Object);
     if (Ctor && !Ctor->isCopyOrMoveConstructor())

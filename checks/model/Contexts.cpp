@@ -443,6 +443,12 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
         }
       }
     }
+    // The globals the caller knows, parts included: what they hold at the
+    // call (`g_norm` that main set before it calls normalise()).
+    Before->forEach([&](const Location &L, const ValueFacts &V) {
+      if (L.Kind == Location::Global)
+        Here.set(L, V.withoutEntries());
+    });
     // A member function bound to the caller's `this` runs on another object
     // here, unless the call runs on the same one.
     if (Call.Object != Location::thisObject()) {

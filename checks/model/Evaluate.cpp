@@ -139,7 +139,7 @@ SourceLocation loaderBatchOrigin(const Expr &E, ASTContext &Ctx) {
 static ValueFacts loaderBatchFacts(SourceLocation Origin) {
   ValueFacts F;
   F.Device = {DeviceValue::cpu(), Origin};
-  F.MayBeZeroDim = false; // stacked examples: a batch dimension
+  F.MinDims = 1; // stacked examples: a batch dimension
   F.Pin = {Pinning::Pageable, Origin};
   F.Graph = {GraphState::NoGraph, Origin};
   return F;
@@ -174,6 +174,12 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
     Read.KeepsCallerFacts = false;
     if (isModuleHandleType(E.getType()))
       withClassFacts(Read, E.getType());
+    // A device variable whose paths disagree (a constant on one): the
+    // symbolic device "whatever it holds", as for one never assigned.
+    if ((isDeviceType(E.getType()) || isDeviceTypeEnum(E.getType())) &&
+        !Read.Device.Value.isKnown() && !Read.Device.Entry)
+      if (const NamedDecl *Holder = holderOf(L))
+        Read.Device = {DeviceValue::symbolic(Holder), E.getBeginLoc()};
     return Read;
   }
   // In a constructor, a member bound to a parameter (`m_(m)`) reads as it.
@@ -183,9 +189,9 @@ ValueFacts FlowModel::evaluateLocation(const Expr &E, const Location &L,
   ValueFacts F;
   if (isModuleHandleType(E.getType()))
     withClassFacts(F, E.getType());
-  if (L.Kind == Location::Global && L.Depth == 0)
+  if (L.Kind == Location::Global)
     if (const auto *Global = dyn_cast<VarDecl>(L.Root))
-      F = Program.globalFacts(*Global);
+      F = Program.globalFacts(*Global, L);
   // A torch::Device that is not a known constant: the symbolic device
   // "whatever it holds".
   if ((isDeviceType(E.getType()) || isDeviceTypeEnum(E.getType())) &&
@@ -211,9 +217,14 @@ ValueFacts FlowModel::heldForUpdate(const Location &L, const State &St) const {
   if (const ValueFacts *F = St.lookup(L))
     return *F;
   ValueFacts F;
+  // A part of the caller's storage (a parameter's, or the object's this
+  // method runs on): what the change does not establish stays the caller's.
   const auto *P = dyn_cast_or_null<ParmVarDecl>(L.Root);
-  F.KeepsCallerFacts = L.Kind == Location::Local && L.Depth > 0 && P &&
-                       P->getDeclContext() == Function;
+  F.KeepsCallerFacts = L.Depth > 0 &&
+                       ((L.Kind == Location::Local && P &&
+                         P->getDeclContext() == Function) ||
+                        (L.Kind == Location::This && Function &&
+                         !isa<CXXConstructorDecl>(Function)));
   return F;
 }
 
@@ -329,7 +340,7 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
       if (Op->getNumArgs() == 2 && isTensorType(Op->getType()) &&
           isTensorType(Op->getArg(0)->getType())) {
         F = evaluate(Op->getArg(0), S);
-        F.MayBeZeroDim = true;
+        F.MinDims = 0;
         F.Empty = false;
         return F;
       }
@@ -337,6 +348,11 @@ ValueFacts FlowModel::evaluate(const Expr *E, const State &S) const {
       if (Op->getNumArgs() == 2 && isTensorType(Op->getType()))
         if (std::optional<ValueFacts> Element =
                 tensorTupleElement(*Op->getArg(0), 0, S))
+          return *Element;
+      // `net->parameters()[0]`: an element of a container a call returns.
+      if (Op->getNumArgs() == 2 && isTensorType(Op->getType()))
+        if (std::optional<ValueFacts> Element =
+                evaluateOperand(*Op->getArg(0), S))
           return *Element;
       return F;
     case OO_Plus:
@@ -458,6 +474,7 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       Joined = Joined ? joinFacts(*Joined, One) : One;
     }
     F = *Joined;
+    stampAutocast(F, S);
   } else if (!Method.empty()) {
     F = evaluateTensorMethod(Call, Method, S);
     F.clearConvertedCopy();
@@ -486,7 +503,7 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       if (F.Device.Value.isCPU() && Source.Pin.Value == Pinning::Pageable)
         F.Pin = {Pinning::Pageable, Loc};
       F.Graph = {GraphState::NoGraph, Loc};
-      F.MayBeZeroDim = Source.MayBeZeroDim;
+      F.MinDims = Source.MinDims;
     } else if (isTensorType(Call.getType()) && isTorchFunction(*FD)) {
       // Every other LibTorch function of tensors (cat, matmul, softmax,
       // isnan, the functional losses, ...) computes on its operands' device.
@@ -511,7 +528,7 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       // combineOperands found); other functions may reduce.
       if (!FD->isOverloadedOperator() &&
           !(FD->getIdentifier() && isPointwise(FD->getName())))
-        F.MayBeZeroDim = true;
+        F.MinDims = 0;
     } else if (const FunctionSummary *Summary = summaryAt(Call, S)) {
       ResolvedCall R = resolve(Call);
       F = instantiate(Summary->returned(), R, S);

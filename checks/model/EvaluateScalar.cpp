@@ -9,6 +9,7 @@
 #include "FlowModel.h"
 #include "ProgramModel.h"
 #include "Summary.h"
+#include "api/Autocast.h"
 #include "api/Devices.h"
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
@@ -300,6 +301,14 @@ ScalarFacts FlowModel::evaluateScalar(const Expr *E, const State &S) const {
         F.IsDeviceCount = true;
         return F;
       }
+    }
+    // `bool was = is_autocast_enabled(kCUDA)` where every path has it off:
+    // a restore (`set_autocast_enabled(kCUDA, was)`) switches it off. (On
+    // is a "some path" fact: the query may still be false.)
+    if (isAutocastQuery(*Call)) {
+      if (S.path().Autocast == AutocastState::Off)
+        F.Known = 0;
+      return F;
     }
     // `device.is_cuda()`, `t.is_cuda()` prove nothing about availability;
     // a user function's summary may (`bool has_gpu()`).

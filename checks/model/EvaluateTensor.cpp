@@ -34,6 +34,8 @@ static bool keepsShape(llvm::StringRef Method) {
       .Cases("remainder", "square", "softmax", "log_softmax", "masked_fill", true)
       .Cases("flip", "fliplr", "flipud", "roll", "cumsum", "cumprod", true)
       .Cases("sin", "cos", "sign", "fill_", "clamp_", "exp_", true)
+      .Cases("clamp_min", "clamp_max", "clamp_min_", "clamp_max_", true)
+      .Cases("where", "lerp", "nan_to_num", "sigmoid_", "relu_", true)
       .Default(false);
 }
 
@@ -72,6 +74,30 @@ static unsigned spelledRank(const Expr *Shape) {
     E = stripConversions(Std->getSubExpr());
   const auto *List = dyn_cast<InitListExpr>(E);
   return List ? List->getNumInits() : 0;
+}
+
+/// The dimensions a tensor method's result has at least, from its
+/// receiver's \p Source: one more for `unsqueeze`, the spelled shape of a
+/// `view({...})`, the receiver's for a method that keeps the shape (or a
+/// reduction with `keepdim`), one fewer per dimension a reduction or a
+/// `select` names (`mean(0)`, `sum({0, 1})`), and none known otherwise.
+static uint8_t resultMinDims(const CallExpr &Call, llvm::StringRef Name,
+                             uint8_t Source, std::optional<bool> KeepDim) {
+  if (Name == "unsqueeze")
+    return std::min<unsigned>(Source + 1u, 8);
+  if (addsDimension(Name))
+    return std::max<uint8_t>(Source, 1);
+  if (keepsShape(Name) || isPointwise(Name) || (KeepDim && *KeepDim))
+    return Source;
+  if (spellsShape(Name) && Call.getNumArgs() >= 1)
+    return std::min(spelledRank(Call.getArg(0)), 8u);
+  const Expr *Dim = argumentForParameter(Call, "dim");
+  if (!Dim || isa<CXXDefaultArgExpr>(Dim))
+    return 0;
+  unsigned Dropped = stripConversions(Dim)->getType()->isIntegerType()
+                         ? 1
+                         : spelledRank(Dim);
+  return Dropped && Source > Dropped ? Source - Dropped : 0;
 }
 
 ValueFacts FlowModel::evaluateOperator(const Expr &E,
@@ -160,7 +186,7 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
   bool AnyInGraph = false, AllNoGraph = true, First = true;
   // The entry values of the operands whose graph is not known.
   llvm::SmallVector<const ValueDecl *, 2> GraphEntries;
-  F.MayBeZeroDim = true;
+  F.MinDims = 0;
   // An op that runs computes where its operands are: a known device (other
   // than a possibly 0-dim CPU tensor, which may meet any device) decides
   // over unknown ones; known devices that differ decide nothing. Else the
@@ -178,7 +204,7 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
     First = false;
     AllCPU &= OpFacts.Device.Value.isCPU();
     if (OpFacts.Device.Value.isKnown() &&
-        !(OpFacts.Device.Value.isCPU() && OpFacts.MayBeZeroDim)) {
+        !(OpFacts.Device.Value.isCPU() && OpFacts.mayBeZeroDim())) {
       if (!Decided)
         Decided = OpFacts.Device;
       else if (Decided->Value != OpFacts.Device.Value)
@@ -215,7 +241,7 @@ ValueFacts FlowModel::combineOperands(const Expr &E,
     F.FromDeviceConflict |= OpFacts.FromDeviceConflict;
     if (!F.ConflictIf)
       F.ConflictIf = OpFacts.ConflictIf;
-    F.MayBeZeroDim &= OpFacts.MayBeZeroDim;
+    F.MinDims = std::max(F.MinDims, OpFacts.MinDims); // broadcast
     for (const Stmt *A : OpFacts.GraphSources)
       if (!llvm::is_contained(F.GraphSources, A))
         F.GraphSources.push_back(A);
@@ -273,10 +299,11 @@ ValueFacts FlowModel::evaluateFactory(const CallExpr &Call,
   SourceLocation Loc = Call.getExprLoc();
   F.Device = {DeviceValue::cpu(), Loc};
   F.Graph = {GraphState::NoGraph, Loc};
-  F.MayBeZeroDim = isScalarFactoryCall(Call);
-  // `torch::zeros({})` is 0-dim; a size the code does not spell may be.
+  // `torch::zeros({})` is 0-dim; a size the code does not spell may be;
+  // `torch::tensor(values)`, `torch::arange(n)` have one dimension.
+  F.MinDims = isScalarFactoryCall(Call) ? 0 : 1;
   if (const Expr *Size = argumentForParameter(Call, "size"))
-    F.MayBeZeroDim |= spelledRank(Size) == 0;
+    F.MinDims = std::min<unsigned>(spelledRank(Size), 8);
   bool OptionsSayPinned = false, OptionsKnown = true;
   for (const Expr *Arg : Call.arguments()) {
     if (isa<CXXDefaultArgExpr>(Arg))
@@ -399,7 +426,7 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     if (F.Device.Value.isCPU())
       F.Pin = {Pinning::Pageable, Loc};
     F.Graph = {GraphState::NoGraph, Loc};
-    F.MayBeZeroDim = false;
+    F.MinDims = 1;
   } else if (isTensorType(Call.getType())) {
     // Every other tensor method computes on its receiver's device, from
     // its receiver and its tensor arguments (`u.matmul(items.t())`).
@@ -428,15 +455,7 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     // A reduction that keeps its dimensions keeps the rank.
     std::optional<bool> KeepDim =
         evaluateBool(argumentForParameter(Call, "keepdim"), S);
-    F.MayBeZeroDim = addsDimension(Name) ? false
-                     : keepsShape(Name) || isPointwise(Name) ||
-                               (KeepDim && *KeepDim)
-                         ? Source.MayBeZeroDim
-                         : true;
-    // `.view({1, 3, 1, 1})`: a spelled shape of one or more dimensions.
-    if (Call.getNumArgs() >= 1 && spellsShape(Name) &&
-        spelledRank(Call.getArg(0)) > 0)
-      F.MayBeZeroDim = false;
+    F.MinDims = resultMinDims(Call, Name, Source.MinDims, KeepDim);
     if (Name == "contiguous" || Name == "clone")
       F.Pin = Name == "clone" && Source.Device.Value.isCPU()
                   ? Sourced<Pinning>{Pinning::Pageable, Loc}

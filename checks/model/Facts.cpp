@@ -19,7 +19,7 @@ bool ValueFacts::operator==(const ValueFacts &O) const {
          PendingIf == O.PendingIf && ConvertedCopy == O.ConvertedCopy &&
          OrdinalSpelled == O.OrdinalSpelled &&
          SpelledOrdinal == O.SpelledOrdinal &&
-         MayBeZeroDim == O.MayBeZeroDim && DeviceUnset == O.DeviceUnset &&
+         MinDims == O.MinDims && DeviceUnset == O.DeviceUnset &&
          FromDeviceConflict == O.FromDeviceConflict &&
          ConflictIf == O.ConflictIf &&
          Scalar == O.Scalar && Callables == O.Callables &&
@@ -277,7 +277,7 @@ ValueFacts joinFacts(const ValueFacts &A, const ValueFacts &B) {
           : B;
   R.OrdinalSpelled = Ordinal.OrdinalSpelled;
   R.SpelledOrdinal = Ordinal.SpelledOrdinal;
-  R.MayBeZeroDim = A.MayBeZeroDim || B.MayBeZeroDim;
+  R.MinDims = std::min(A.MinDims, B.MinDims);
   R.FromDeviceConflict = A.FromDeviceConflict || B.FromDeviceConflict;
   R.ConflictIf = A.ConflictIf == B.ConflictIf ? A.ConflictIf : nullptr;
   R.DeviceUnset = A.DeviceUnset && B.DeviceUnset;
@@ -330,7 +330,7 @@ ValueFacts overCallerFacts(ValueFacts Changed, const ValueFacts &Old) {
   }
   if (Changed.Scalar.empty())
     Changed.Scalar = Old.Scalar;
-  Changed.MayBeZeroDim = Old.MayBeZeroDim;
+  Changed.MinDims = Old.MinDims;
   // A reset (`zero_()`) drops the graphs; an accumulation adds to them.
   if (Changed.Graph.Value != GraphState::NoGraph)
     for (const Stmt *Source : Old.GraphSources)

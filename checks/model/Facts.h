@@ -190,9 +190,11 @@ struct ValueFacts {
   /// `"cuda:1"`) that this value is, on some path, and where it is written.
   SourceLocation OrdinalSpelled;
   int64_t SpelledOrdinal = 0;
-  /// False when the tensor provably has at least one dimension; a 0-dim CPU
-  /// tensor may be combined with CUDA tensors by element-wise operators.
-  bool MayBeZeroDim = true;
+  /// The tensor has at least this many dimensions (0: it may be 0-dim); a
+  /// 0-dim CPU tensor may be combined with CUDA tensors by element-wise
+  /// operators.
+  uint8_t MinDims = 0;
+  bool mayBeZeroDim() const { return MinDims == 0; }
   /// Computed by an op whose operands are on devices proven apart: it fails
   /// there (reported there). Its device is the accelerator operand's, where
   /// the fix would compute it; no later operation is judged a mismatch on it.

@@ -156,8 +156,8 @@ llvm::json::Object FactWriter::facts(const ValueFacts &V) const {
     O["ordinal"] = V.SpelledOrdinal;
     O["ordinalAt"] = place(V.OrdinalSpelled);
   }
-  if (!V.MayBeZeroDim)
-    O["zeroDim"] = false;
+  if (V.MinDims)
+    O["minDims"] = V.MinDims;
   if (V.FromDeviceConflict)
     O["deviceConflict"] = true;
   if (V.ConflictIf)
@@ -372,6 +372,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"runsOwnLayers", S.RunsOwnLayers},
       {"autocastHalf", S.AutocastHalf},
       {"autocastHalfAsEntry", S.AutocastHalfAsEntry},
+      {"opensAutocast", S.OpensAutocast},
       {"setsCudaDtype", S.SetsCudaDtype},
       {"cudaDtypeHalf", nameOf(S.CudaDtypeHalf, TriNames)},
       {"mayRunOpaqueBackward", S.MayRunOpaqueBackward}};

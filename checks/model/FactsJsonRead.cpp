@@ -148,7 +148,8 @@ ValueFacts FactReader::facts(const llvm::json::Object *O) const {
   V.SpelledOrdinal = V.OrdinalSpelled.isValid()
                          ? O->getInteger("ordinal").value_or(0)
                          : 0;
-  V.MayBeZeroDim = O->getBoolean("zeroDim").value_or(true);
+  V.MinDims = static_cast<uint8_t>(
+      std::clamp<int64_t>(O->getInteger("minDims").value_or(0), 0, 8));
   V.FromDeviceConflict = O->getBoolean("deviceConflict").value_or(false);
   V.DeviceUnset = O->getBoolean("deviceUnset").value_or(false);
   V.KeepsCallerFacts = O->getBoolean("keepsCallerFacts").value_or(false);
@@ -366,6 +367,7 @@ FactReader::summary(const llvm::json::Object &O) const {
   S.RunsOwnLayers = O.getBoolean("runsOwnLayers").value_or(false);
   S.AutocastHalf = O.getBoolean("autocastHalf").value_or(false);
   S.AutocastHalfAsEntry = O.getBoolean("autocastHalfAsEntry").value_or(false);
+  S.OpensAutocast = O.getBoolean("opensAutocast").value_or(false);
   S.SetsCudaDtype = O.getBoolean("setsCudaDtype").value_or(false);
   S.CudaDtypeHalf =
       valueOf<Tri>(O.getString("cudaDtypeHalf"), TriNames, Tri::Unknown);

@@ -114,10 +114,10 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
                             : "")
          << (V.FromDeviceConflict ? " conflict" : "")
          << " pin=" << int(V.Pin.Value) << " graph=" << int(V.Graph.Value)
-         << (V.Empty ? " empty" : "") << (V.MayBeZeroDim ? "" : " ndim") << (V.PendingCopy.isValid() ? " pending" : "")
+         << (V.Empty ? " empty" : "") << (V.mayBeZeroDim() ? "" : " ndim") << (V.PendingCopy.isValid() ? " pending" : "")
          << " mode=" << int(V.Mode.Value) << (V.Mode.Entry ? "(entry)" : "")
          << (V.ModeIf ? "(if " + V.ModeIf.Param->getNameAsString() + ")" : "")
-         << " layers=" << int(V.ModeLayers)
+         << " layers=" << int(V.ModeLayers) << (V.KeepsCallerFacts ? " keeps" : "") << " mean=" << int(V.MeanLoss) << (V.HalfAutocast.isValid() ? " half" : "")
          << " src=" << V.GraphSources.size();
       for (const Stmt *Source : V.GraphSources)
         OS << " " << Source->getStmtClassName() << "@" << SM.getPresumedLineNumber(Source->getBeginLoc()) << ":"

@@ -56,6 +56,14 @@ struct Alternative {
 /// one every time (Alternatives.cpp).
 State joinAlternatives(llvm::ArrayRef<Alternative> Results);
 
+/// The constructor that runs for \p Ctor: for one inherited with
+/// `using Base::Base`, the base's, with the same arguments.
+const CXXConstructorDecl *constructorThatRuns(const CXXConstructorDecl *Ctor);
+
+/// The argument \p Call passes for \p P, its default argument's value
+/// included (`torch::Device device = torch::kCPU`).
+const Expr *argumentFor(const ResolvedCall &Call, const ParmVarDecl &P);
+
 /// The function a direct call runs: its callee, or for a virtual call its
 /// target when that is certain; null otherwise.
 const FunctionDecl *certainCallee(const CallExpr &Call);
@@ -230,8 +238,16 @@ public:
   /// its forward, and elsewhere `*this` or one of its layers. It runs in
   /// the owner's mode where the owner's method is called: judged there.
   bool isOwnLayer(const ModuleCall &Run) const;
+  /// Writes the value of \p Init into \p L (a declaration or assignment,
+  /// a global's initialiser), part by part for tuples, pairs and aggregates.
+  void assign(const Location &L, QualType Type, const Expr *Init,
+              SourceLocation Loc, State &St) const;
   /// The summary of the function \p Call runs in \p S; null when unknown.
   const FunctionSummary *summaryAt(const Expr &Call, const State &S) const;
+  /// The callee's summary for the values \p S knows of its deciding inputs
+  /// (ProgramModel::decidingInputs) at \p Call; null when it knows none.
+  const FunctionSummary *summaryForKnownInputs(const ResolvedCall &Call,
+                                               const State &S) const;
   /// Where, in the caller at \p Call, the callee's entry location \p InCallee
   /// lives: the argument for a parameter, the object's member for a member
   /// of `*this`, the same global.
@@ -331,6 +347,9 @@ public:
   /// The function switches autocast off, or back to a saved state,
   /// somewhere: it means to close the regions it opens.
   bool closesAutocast() const { return ClosesAutocast; }
+  /// Some path switches autocast on, itself or through a call (found as
+  /// the analysis meets it).
+  bool opensAutocast() const { return OpensAutocast; }
   ASTContext &context() const { return Ctx; }
 
   /// The facts of a module built here (`Net net;`, `Net(4)`,
@@ -407,10 +426,6 @@ private:
                                  const Expr *L, const Expr *R,
                                  const State &S) const;
 
-  /// Writes the value of \p Init into \p L (a declaration or assignment),
-  /// part by part for tuples, pairs and aggregates.
-  void assign(const Location &L, QualType Type, const Expr *Init,
-              SourceLocation Loc, State &St) const;
   void assignValue(const Location &L, QualType Type, const Expr *Init,
                    SourceLocation Loc, State &St) const;
   /// An assignment `Target = Value`: a strong update, except for one element
@@ -542,9 +557,10 @@ private:
   /// only through the loop variable: each iteration visits an element no
   /// earlier one wrote (enterRangeFor).
   llvm::DenseSet<const VarDecl *> ElementwiseLoopRanges;
-  /// The function switches autocast off (or back) somewhere; the throws
-  /// its own try blocks catch.
-  bool ClosesAutocast = false;
+  /// The function switches autocast off (or back) somewhere, itself or
+  /// through a call (found as the analysis meets it); the throws its own
+  /// try blocks catch.
+  mutable bool ClosesAutocast = false, OpensAutocast = false;
   llvm::DenseSet<const Stmt *> CaughtThrows;
   /// The work of each try block an out-of-memory handler was followed from.
   mutable llvm::DenseMap<const CXXTryStmt *,

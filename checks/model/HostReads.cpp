@@ -115,8 +115,10 @@ void FlowModel::collectHostReadOperands(const Stmt &S,
       return;
     First = 1;
   }
+  // A std::function runs the program's code (`on_window_(id, probs)`).
+  bool ThroughCallable = callableHolder(*Call);
   if (const FunctionDecl *FD = Call->getDirectCallee())
-    if (isLibraryFunction(*FD))
+    if (isLibraryFunction(*FD) && !ThroughCallable)
       return;
   for (unsigned I = First; I < Call->getNumArgs(); ++I) {
     const Expr *Arg = stripConversions(Call->getArg(I));

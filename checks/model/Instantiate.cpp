@@ -14,10 +14,7 @@
 
 namespace clang::tidy::torch {
 
-/// The argument a call passes for \p P, its default argument's value
-/// included (`torch::Device device = torch::kCPU`).
-static const Expr *argumentFor(const ResolvedCall &Call,
-                               const ParmVarDecl &P) {
+const Expr *argumentFor(const ResolvedCall &Call, const ParmVarDecl &P) {
   const auto *Callee = dyn_cast_or_null<FunctionDecl>(P.getDeclContext());
   if (!Callee || !Call.Callee ||
       Callee->getCanonicalDecl() != Call.Callee->getCanonicalDecl())
@@ -168,9 +165,9 @@ ValueFacts FlowModel::entryValueAt(const ValueDecl &Entry,
     return ValueFacts::atEntry(*L.Root);
   if (std::optional<ValueFacts> Part = enclosingModuleFacts(L, S))
     return *Part;
-  if (L.Kind == Location::Global && !L.Depth)
+  if (L.Kind == Location::Global)
     if (const auto *Global = dyn_cast<VarDecl>(L.Root))
-      return Program.globalFacts(*Global);
+      return Program.globalFacts(*Global, L);
   return ValueFacts();
 }
 
@@ -217,7 +214,7 @@ FlowModel::instantiate(const Sourced<DeviceValue> &InCallee,
     Sourced<DeviceValue> B = instantiate(Two, Call, S, Rewritten);
     auto Decides = [&](const Sourced<DeviceValue> &D, const ValueDecl &E) {
       return D.Value.isKnown() &&
-             !(D.Value.isCPU() && entryValueAt(E, Call, S).MayBeZeroDim);
+             !(D.Value.isCPU() && entryValueAt(E, Call, S).mayBeZeroDim());
     };
     bool DA = Decides(A, *One.Entry), DB = Decides(B, *Two.Entry);
     if (DA && DB) {
@@ -450,7 +447,7 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
                                                    : InCallee.Mode.Entry;
   if (Entry) {
     ValueFacts Caller = entryValueAt(*Entry, Call, S);
-    R.MayBeZeroDim = InCallee.MayBeZeroDim && Caller.MayBeZeroDim;
+    R.MinDims = std::max(InCallee.MinDims, Caller.MinDims);
     if (InCallee.PendingCopy.isInvalid()) {
       R.PendingCopy = Caller.PendingCopy;
       R.PendingVia = Caller.PendingVia;

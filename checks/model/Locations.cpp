@@ -154,6 +154,9 @@ Location FlowModel::pointeeLocation(const Expr *Pointer) const {
     if (const auto *UO = dyn_cast<UnaryOperator>(E))
       return UO->getOpcode() == UO_AddrOf ? locationOf(UO->getSubExpr())
                                           : Location();
+    // `net.get()`: a module handle's raw pointer names its module.
+    if (isa<CXXMemberCallExpr>(E) && isModuleHandleType(E->getType()))
+      return locationOf(E);
     const auto *Ref = dyn_cast<DeclRefExpr>(E);
     const auto *Var = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
     // One object for the whole call, like a reference: a pointer the

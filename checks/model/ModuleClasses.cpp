@@ -22,7 +22,8 @@ static const CXXRecordDecl *moduleClassOf(QualType T) {
   for (unsigned Depth = 0; RD && Depth < 4; ++Depth) {
     if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD)) {
       llvm::StringRef Name = Spec->getSpecializedTemplate()->getName();
-      if ((Name == "ModuleHolder" || Name == "shared_ptr") &&
+      if ((Name == "ModuleHolder" || Name == "shared_ptr" ||
+           Name == "unique_ptr") &&
           Spec->getTemplateArgs().size() >= 1 &&
           Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type) {
         RD = Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();

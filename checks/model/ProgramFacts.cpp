@@ -164,31 +164,39 @@ private:
 };
 } // namespace
 
-ValueFacts ProgramModel::globalFacts(const VarDecl &Global) {
+ValueFacts ProgramModel::globalFacts(const VarDecl &Global,
+                                     const Location &Part) {
   const VarDecl *Key = Global.getCanonicalDecl();
+  Location Self = Location::global(Key);
+  Location At = Part ? Part.rebased(Self) : Self;
   if (auto It = Globals.find(Key); It != Globals.end())
-    return It->second ? *It->second : ValueFacts();
+    return It->second ? It->second->get(At) : ValueFacts();
   Globals[Key] = std::nullopt; // a cycle asks again: unknown
   const VarDecl *Def = Global.getDefinition() ? Global.getDefinition() : &Global;
   if (isSystemHeaderDecl(*Def, Ctx.getSourceManager()))
     return ValueFacts();
-  // The initialiser, as a namespace-scope statement runs it.
+  // The initialiser, as a namespace-scope statement runs it: the whole, and
+  // the parts it builds (`SensorNorm g_norm{torch::zeros(...), ...}`).
   FlowModel Model(Def, Ctx, *this);
   State Empty;
   Empty.path().Cuda = CudaGuard::Unguarded;
   Empty.path().Grad = GradMode::Enabled;
-  Location Self = Location::global(Key);
   QualType T = Def->getType();
   const Expr *Init = Def->getInit();
   bool Default = !Init || (isa<CXXConstructExpr>(Init->IgnoreImplicit()) &&
                            cast<CXXConstructExpr>(Init->IgnoreImplicit())
                                    ->getNumArgs() == 0);
-  ValueFacts Facts;
+  State Tree = Empty;
   if (Init && !Default) {
-    Facts = Model.evaluate(Init, Empty);
-    if (isDeviceType(T) && !Facts.Device.Value.isKnown())
-      Facts.Device = {DeviceValue::symbolic(Def), Def->getLocation()};
+    Model.assign(Self, T, Init, Def->getLocation(), Tree);
+    ValueFacts Whole = Model.evaluate(Init, Empty);
+    if (isDeviceType(T) && !Whole.Device.Value.isKnown())
+      Whole.Device = {DeviceValue::symbolic(Def), Def->getLocation()};
+    Tree.set(Self, Whole);
   }
+  llvm::DenseMap<Location, ValueFacts> Facts;
+  for (const Location &L : Tree.tree(Self))
+    Facts[L] = Tree.get(L);
   if (!T.isConstQualified() && !Def->isConstexpr()) {
     GlobalWrites Writes(*Key, Ctx);
     for (Decl *D : UserCodeTraversal::userDeclarations(Ctx))
@@ -203,31 +211,48 @@ ValueFacts ProgramModel::globalFacts(const VarDecl &Global) {
         return ValueFacts();
       }
       const FunctionSummary *S = summary(*Writer);
-      ValueFacts Written;
+      llvm::DenseMap<Location, ValueFacts> Written;
       if (S && !Writes.Opaque)
         for (const SummaryEffect &E : S->Effects)
-          if (E.Where == Self)
-            Written = E.Exit.withoutEntries();
-      if (S && !Writes.Opaque && !Written.isUnknown() &&
-          !llvm::any_of(S->Clobbers, [&](const Location &L) { return L == Self; })) {
-        // A default-constructed global set before use (`init()`) holds
-        // what it is set to.
-        Facts = Any ? joinFacts(Facts, Written) : Written;
+          if (E.Where == Self || E.Where.hasPrefix(Self))
+            Written[E.Where] = E.Exit.withoutEntries();
+      bool Clobbered =
+          S && llvm::any_of(S->Clobbers, [&](const Location &L) {
+            return L == Self || L.hasPrefix(Self) || Self.hasPrefix(L);
+          });
+      if (!S || Writes.Opaque || Written.empty() || Clobbered) {
+        Facts.clear();
         Any = true;
-        continue;
+        break;
       }
-      Facts = ValueFacts();
+      // A default-constructed global set before use (`init()`) holds what
+      // it is set to; a part the writer leaves is as it was, unless the
+      // writer replaced the whole.
+      bool Whole = Written.count(Self);
+      for (auto &[L, F] : Facts)
+        if (!Written.count(L) && Whole && L != Self)
+          F = ValueFacts();
+      for (const auto &[L, F] : Written) {
+        auto It = Facts.find(L);
+        Facts[L] = Any && It != Facts.end() ? joinFacts(It->second, F)
+                   : Any                    ? (Default ? F : ValueFacts())
+                                            : F;
+      }
       Any = true;
-      break;
     }
-    if (Writes.Opaque)
-      Facts = ValueFacts();
   }
-  if (isDeviceType(T) && !Facts.Device.Value.isKnown())
-    Facts.Device = {DeviceValue::symbolic(Def), Def->getLocation()};
-  Facts.Empty = false;
-  Globals[Key] = Facts;
-  return Facts;
+  ValueFacts &Root = Facts[Self];
+  if (isDeviceType(T) && !Root.Device.Value.isKnown())
+    Root.Device = {DeviceValue::symbolic(Def), Def->getLocation()};
+  State Result;
+  for (auto &[L, F] : Facts) {
+    F.Empty = false;
+    if (!F.isUnknown() || L == Self)
+      Result.set(L, F);
+  }
+  ValueFacts Answer = Result.get(At);
+  Globals[Key] = std::move(Result);
+  return Answer;
 }
 
 const FlowAnalysis *ProgramModel::initializerAnalysis(const VarDecl &Global) {

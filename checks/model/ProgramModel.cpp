@@ -119,8 +119,9 @@ bool isScalarType(QualType T) {
   if (T->isBooleanType() || T->isIntegerType())
     return true;
   const auto *Enum = T->getAs<EnumType>();
-  return Enum && !isTorchNamespaceDecl(*Enum->getDecl()) &&
-         !Enum->getDecl()->isInStdNamespace();
+  return Enum && ((!isTorchNamespaceDecl(*Enum->getDecl()) &&
+                   !Enum->getDecl()->isInStdNamespace()) ||
+                  isDtypeType(T));
 }
 
 bool outlivesFunction(const Location &L, const FunctionDecl *Function) {
@@ -459,7 +460,7 @@ ProgramModel::dispatchedSummaries(const CallExpr &Call) {
 const FunctionSummary *ProgramModel::summaryForCall(const Expr &E) {
   const FunctionDecl *Callee = nullptr;
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(&E)) {
-    Callee = Construct->getConstructor();
+    Callee = constructorThatRuns(Construct->getConstructor());
   } else if (const auto *Call = dyn_cast<CallExpr>(&E)) {
     Callee = calleeOf(*Call);
   }

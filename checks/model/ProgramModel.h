@@ -147,16 +147,17 @@ public:
   const FlowAnalysis *analysis(const FunctionDecl &Function);
   /// The analysis from "whatever each entry value is", for its summary.
   const FlowAnalysis *summaryAnalysis(const FunctionDecl &Function);
-  /// The parameters that \p Function's own branches test (an if, a switch,
-  /// a `?:` on `phase`), by index: a call that passes a constant for one
-  /// takes one branch.
-  llvm::ArrayRef<unsigned> branchingParameters(const FunctionDecl &Function);
-  /// \p Function's summary where the parameters at the indices of
-  /// \p Constants hold those values (`set_mode(m, Phase::Evaluate)`); null
-  /// as summary() is.
-  const FunctionSummary *
-  summaryWithConstants(const FunctionDecl &Function,
-                       llvm::ArrayRef<std::pair<unsigned, int64_t>> Constants);
+  /// The scalar inputs whose values decide what \p Function does, in its
+  /// entry terms: the parameters, and fields of parameters and of `*this`,
+  /// that a branch tests (an if, a switch, a `?:`), that it stores in an
+  /// object, sets autocast or a module's mode from, or passes on to a
+  /// callee's deciding input. A call that knows one takes its branch.
+  llvm::SmallVector<Location, 2> decidingInputs(const FunctionDecl &Function);
+  /// \p Function's summary where the inputs in \p Constants hold those
+  /// values (`set_mode(m, Phase::Evaluate)`); null as summary() is.
+  const FunctionSummary *summaryWithConstants(
+      const FunctionDecl &Function,
+      llvm::ArrayRef<std::pair<Location, int64_t>> Constants);
   /// Whether the flow-sensitive checks report in \p Function: user code, a
   /// template instantiation, or a template pattern that has none and
   /// depends on no template parameter in its body.
@@ -232,9 +233,10 @@ public:
 
   /// The members' facts at entry to a member function of \p Class.
   const ClassState &classState(const CXXRecordDecl &Class);
-  /// What a global holds wherever it is read: its initialiser joined with
-  /// every write in the program.
-  ValueFacts globalFacts(const VarDecl &Global);
+  /// What a global, or the part \p Part of one (`g_norm.mean`), holds
+  /// wherever it is read: its initialiser joined with every write in the
+  /// program.
+  ValueFacts globalFacts(const VarDecl &Global, const Location &Part = {});
   const ModuleClassFacts &moduleClassFacts(QualType ModuleType);
   /// No when a user module class provably has no parameters.
   Tri userModuleParameters(const CXXRecordDecl &RD);
@@ -364,12 +366,12 @@ private:
       Summaries; // null: no summary
   /// Summaries for constant arguments, and the analyses they came from.
   std::map<std::pair<const FunctionDecl *,
-                     std::vector<std::pair<unsigned, int64_t>>>,
+                     std::vector<std::pair<Location, int64_t>>>,
            std::pair<std::unique_ptr<FlowAnalysis>,
                      std::unique_ptr<FunctionSummary>>>
       ConstantSummaries;
-  llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<unsigned, 2>>
-      BranchingParameters;
+  llvm::DenseMap<const FunctionDecl *, llvm::SmallVector<Location, 2>>
+      DecidingInputs;
   llvm::DenseSet<const FunctionDecl *> InProgress, AnalysesUnderWay;
   unsigned Depth = 0;
   /// Calls deeper than this are unknown: the stack of analyses stays bounded.
@@ -425,7 +427,8 @@ private:
   std::vector<std::unique_ptr<FlowAnalysis>> TransientAnalyses;
   std::vector<std::unique_ptr<FunctionSummary>> TransientSummaries;
   std::vector<std::unique_ptr<EntryContext>> TransientContexts;
-  llvm::DenseMap<const VarDecl *, std::optional<ValueFacts>> Globals;
+  /// Each global's tree: the whole and its parts (none during a cycle).
+  llvm::DenseMap<const VarDecl *, std::optional<State>> Globals;
   std::unordered_map<const Type *, ModuleClassFacts> ModuleClasses;
   std::optional<llvm::StringMap<const NamedDecl *>> DeclarationsByUSR;
   llvm::DenseMap<const FieldDecl *, bool> BindingMembers;

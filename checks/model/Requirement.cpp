@@ -52,8 +52,8 @@ Verdict judgeSameDevice(const ValueFacts &A, const ValueFacts &B,
   }
   if (compareDevices(A.Device.Value, B.Device.Value) == DeviceConflict::None)
     return Verdict::Holds;
-  if (AllowsZeroDimCPU && ((A.Device.Value.isCPU() && A.MayBeZeroDim) ||
-                           (B.Device.Value.isCPU() && B.MayBeZeroDim)))
+  if (AllowsZeroDimCPU && ((A.Device.Value.isCPU() && A.mayBeZeroDim()) ||
+                           (B.Device.Value.isCPU() && B.mayBeZeroDim())))
     return Verdict::Holds;
   return Verdict::Violated;
 }

@@ -58,11 +58,20 @@ static const CXXRecordDecl *heldClass(QualType T) {
   return nullptr;
 }
 
+const CXXConstructorDecl *constructorThatRuns(const CXXConstructorDecl *Ctor) {
+  if (Ctor && Ctor->isInheritingConstructor())
+    if (const CXXConstructorDecl *Base =
+            Ctor->getInheritedConstructor().getConstructor())
+      return Base;
+  return Ctor;
+}
+
 ResolvedCall FlowModel::resolve(const Expr &E) const {
   ResolvedCall R;
   R.Call = &E;
   if (const auto *Construct = dyn_cast<CXXConstructExpr>(&E)) {
-    const CXXConstructorDecl *Ctor = Construct->getConstructor();
+    const CXXConstructorDecl *Ctor =
+        constructorThatRuns(Construct->getConstructor());
     llvm::SmallVector<const Expr *, 4> Args(Construct->arguments());
     // A TORCH_MODULE holder built from arguments builds its module.
     if (isModuleHandleType(Construct->getType()) &&
@@ -289,26 +298,11 @@ const FunctionSummary *FlowModel::summaryAt(const Expr &E,
     if (const FunctionDecl *Target = callableTarget(*Call, S))
       return Program.summary(*Target);
   const FunctionSummary *Plain = Program.summaryForCall(E);
-  // A constant passed for a parameter the callee branches on picks the
-  // branch (`set_mode(*net, Phase::Evaluate)`).
-  const auto *Call = dyn_cast<CallExpr>(&E);
-  const FunctionDecl *Callee = Plain && Call ? Program.calleeOf(*Call) : nullptr;
-  if (!Callee)
-    return Plain;
-  llvm::ArrayRef<unsigned> Branching = Program.branchingParameters(*Callee);
-  if (Branching.empty())
-    return Plain;
-  ResolvedCall Resolved = resolve(E, S);
-  llvm::SmallVector<std::pair<unsigned, int64_t>, 2> Constants;
-  for (unsigned Index : Branching)
-    if (Index < Resolved.Arguments.size() && Resolved.Arguments[Index])
-      if (std::optional<int64_t> Known =
-              evaluateScalar(Resolved.Arguments[Index], S).Known)
-        Constants.push_back({Index, *Known});
-  if (Constants.empty())
-    return Plain;
-  const FunctionSummary *Specialised =
-      Program.summaryWithConstants(*Callee, Constants);
+  if (!Plain)
+    return nullptr;
+  // A constant passed for an input the callee branches on picks the branch
+  // (`set_mode(*net, Phase::Evaluate)`).
+  const FunctionSummary *Specialised = summaryForKnownInputs(resolve(E, S), S);
   return Specialised ? Specialised : Plain;
 }
 

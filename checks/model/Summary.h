@@ -89,6 +89,9 @@ struct FunctionSummary {
   /// For AsParameter: the index of the bool parameter.
   int AutocastParam = -1;
   bool AutocastHalf = false, AutocastHalfAsEntry = false;
+  /// Some path switches autocast on (itself or through a call): a helper
+  /// that opens a region of its own, not one that only closes the caller's.
+  bool OpensAutocast = false;
   /// Every path sets CUDA autocast's dtype: float16 or not (Unknown: a
   /// run-time value, or paths that disagree).
   bool SetsCudaDtype = false;

@@ -12,7 +12,6 @@
 #include "api/Training.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/ExprCXX.h"
-#include <functional>
 
 namespace clang::tidy::torch {
 
@@ -201,6 +200,7 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
       S.AutocastParam = ExitPath.AutocastParam->getFunctionScopeIndex();
     S.AutocastHalf = ExitPath.AutocastHalf;
     S.AutocastHalfAsEntry = ExitPath.AutocastHalfAsEntry;
+    S.OpensAutocast = A.model().opensAutocast();
     S.SetsCudaDtype = !ExitPath.CudaDtypeAsEntry;
     S.CudaDtypeHalf = ExitPath.CudaAutocastHalf;
     S.SelectsCuda = Exit->path().CudaSelectedBefore ||
@@ -248,93 +248,4 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     S.RescalesGradients = false;
   return S;
 }
-
-//===--- Summaries for constant arguments --------------------------------===//
-
-/// Whether \p S names \p D.
-static bool refersTo(const Stmt &S, const ValueDecl &D) {
-  if (const auto *Ref = dyn_cast<DeclRefExpr>(&S); Ref && Ref->getDecl() == &D)
-    return true;
-  for (const Stmt *Child : S.children())
-    if (Child && refersTo(*Child, D))
-      return true;
-  return false;
-}
-
-llvm::ArrayRef<unsigned>
-ProgramModel::branchingParameters(const FunctionDecl &Function) {
-  auto [It, Inserted] = BranchingParameters.try_emplace(&Function);
-  const FunctionDecl *Definition = definitionOf(Function);
-  if (!Inserted || !Definition || !Definition->getBody())
-    return It->second;
-  llvm::SmallVector<unsigned, 2> Found;
-  // The parameters a condition names, itself or in a comparison.
-  std::function<void(const Stmt *)> Conditions = [&](const Stmt *S) {
-    if (!S)
-      return;
-    const Expr *Cond = nullptr;
-    if (const auto *If = dyn_cast<IfStmt>(S))
-      Cond = If->getCond();
-    else if (const auto *Switch = dyn_cast<SwitchStmt>(S))
-      Cond = Switch->getCond();
-    else if (const auto *Choice = dyn_cast<ConditionalOperator>(S))
-      Cond = Choice->getCond();
-    if (Cond)
-      for (const ParmVarDecl *P : Definition->parameters())
-        if (isScalarType(P->getType()) &&
-            !llvm::is_contained(Found, P->getFunctionScopeIndex()) &&
-            refersTo(*Cond, *P))
-          Found.push_back(P->getFunctionScopeIndex());
-    for (const Stmt *Child : S->children())
-      if (!isa_and_nonnull<LambdaExpr>(Child))
-        Conditions(Child);
-  };
-  Conditions(Definition->getBody());
-  llvm::sort(Found);
-  BranchingParameters[&Function] = Found;
-  return BranchingParameters[&Function];
-}
-
-const FunctionSummary *ProgramModel::summaryWithConstants(
-    const FunctionDecl &Function,
-    llvm::ArrayRef<std::pair<unsigned, int64_t>> Constants) {
-  const FunctionDecl *Definition = definitionOf(Function);
-  if (!Definition || !isAnalyzable(*Definition) || isRecursive(Function))
-    return summary(Function);
-  auto Key = std::make_pair(Definition->getCanonicalDecl(),
-                            std::vector<std::pair<unsigned, int64_t>>(
-                                Constants.begin(), Constants.end()));
-  if (auto It = ConstantSummaries.find(Key); It != ConstantSummaries.end())
-    return It->second.second.get();
-  if (InProgress.contains(Definition->getCanonicalDecl()) ||
-      Depth >= MaxSummaryDepth)
-    return nullptr;
-  State Entry = parametricEntry(*Definition);
-  for (const auto &[Index, Value] : Constants) {
-    Location L = Location::local(Definition->getParamDecl(Index));
-    ValueFacts V = Entry.get(L);
-    V.Scalar.Known = Value;
-    Entry.set(L, V);
-  }
-  Cuts Before = cuts();
-  InProgress.insert(Definition->getCanonicalDecl());
-  ++Depth;
-  std::unique_ptr<FlowAnalysis> A = analyse(*Definition, std::move(Entry));
-  --Depth;
-  InProgress.erase(Definition->getCanonicalDecl());
-  std::unique_ptr<FunctionSummary> Result;
-  if (A && A->converged())
-    Result = std::make_unique<FunctionSummary>(buildSummary(*Definition, *A));
-  if (!keepable(Before)) {
-    TransientAnalyses.push_back(std::move(A));
-    if (!Result)
-      return nullptr;
-    TransientSummaries.push_back(std::move(Result));
-    return TransientSummaries.back().get();
-  }
-  auto &Slot = ConstantSummaries[Key];
-  Slot = {std::move(A), std::move(Result)};
-  return Slot.second.get();
-}
-
 } // namespace clang::tidy::torch

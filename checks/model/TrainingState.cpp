@@ -221,6 +221,7 @@ void FlowModel::transferAutocast(const CallExpr &Call,
       Path.AutocastHalf = Cuda && Path.CudaAutocastHalf == Tri::Yes;
       Path.AutocastHalfAsEntry = Cuda && Path.CudaDtypeAsEntry;
     } else if (*On) {
+      OpensAutocast = true;
       Path.Autocast = AutocastState::On;
       Path.AutocastParam = nullptr;
       Path.AutocastIf.assign(Path.ConditionsHeld.begin(),
@@ -237,6 +238,11 @@ void FlowModel::transferAutocast(const CallExpr &Call,
   if (Switch.What == AutocastSwitch::Dtype) {
     if (Cuda) {
       std::optional<bool> Half = namesHalf(Switch.Value);
+      // A dtype the program holds (`dtype_`, a parameter a call decides).
+      if (std::optional<int64_t> Known = evaluateScalar(Switch.Value, St).Known;
+          !Half && Known)
+        Half = dtypeValueIsHalf(stripConversions(Switch.Value)->getType(),
+                                *Known);
       Path.CudaAutocastHalf = !Half ? Tri::Unknown : *Half ? Tri::Yes : Tri::No;
       Path.CudaDtypeAsEntry = false;
     }
@@ -255,6 +261,8 @@ void FlowModel::applyAutocastSummary(const Expr &Call,
   }
   if (!Summary || Summary->AutocastAtExit == AutocastState::Entry)
     return;
+  bool OpenedHere = Path.Autocast == AutocastState::On &&
+                    isInBody(Path.AutocastStart.first);
   Path.Autocast = Summary->AutocastAtExit;
   Path.AutocastParam = nullptr;
   if (Path.Autocast == AutocastState::AsParameter) {
@@ -271,6 +279,12 @@ void FlowModel::applyAutocastSummary(const Expr &Call,
                     : Path.AutocastParam ? AutocastState::AsParameter
                                          : AutocastState::Unknown;
   }
+  // A helper that switches off, or back, a region opened here and opens
+  // none of its own (`amp.exit()`, `amp::restore(saved)`) closes the
+  // function's regions.
+  ClosesAutocast |= OpenedHere && Path.Autocast != AutocastState::On &&
+                    !Summary->OpensAutocast;
+  OpensAutocast |= Summary->OpensAutocast || Path.Autocast == AutocastState::On;
   if (Path.Autocast == AutocastState::On) {
     // Switched on by this call, as far as this function goes (the notes
     // name the call of the helper, the guard's declaration).

@@ -257,7 +257,13 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
         P.Grad = Effect == GradGuardEffect::Disables  ? GradMode::Disabled
                  : Effect == GradGuardEffect::Enables ? GradMode::Enabled
                                                       : GradMode::Unknown;
-        continue;
+        // A guard is nothing more; an object of the program's that holds
+        // one as a member is built as any other (its constructor runs).
+        const CXXRecordDecl *RD = VD->getType()->getAsCXXRecordDecl();
+        if (!RD || isTorchNamespaceDecl(*RD) ||
+            matchesNameList(*RD, options().GuardTypes))
+          continue;
+        break;
       }
       }
       // A reference names a new object each time it is declared (a loop's
@@ -273,8 +279,15 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
         Init = EWC->getSubExpr();
       bool OwnsTemporary =
           Init && isa<MaterializeTemporaryExpr>(Init->IgnoreParens());
+      // A const reference to what a call returns (`const Device &d =
+      // ctx.device()`): nothing else names it here; it holds that value.
+      bool NamesReturned = Init && VD->getType()->isReferenceType() &&
+                           VD->getType().getNonReferenceType().isConstQualified() &&
+                           isa<CallExpr>(Init->IgnoreParenImpCasts()) &&
+                           !locationOf(Init);
       if (!isTracked(VD) ||
-          (VD->getType()->isReferenceType() && !OwnsTemporary) ||
+          (VD->getType()->isReferenceType() && !OwnsTemporary &&
+           !NamesReturned) ||
           !VD->hasLocalStorage())
         continue;
       assign(Location::local(VD), VD->getType(), VD->getInit(),

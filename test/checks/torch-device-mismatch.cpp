@@ -608,3 +608,21 @@ void any_module_moved_through_ptr(torch::Device device) {
   auto y = head.forward(torch::randn({2, 4}, device));
   (void)y;
 }
+
+// A reduction over one dimension of a 2-d CPU tensor has one dimension
+// left: no 0-dim scalar that CUDA operands could take.
+void reduced_statistics(torch::Device device) {
+  auto table = torch::randn({10, 80});
+  auto mean = table.mean(0);
+  auto peak = table.amax(1).clamp_max(1.0);
+  auto x = torch::randn({4, 80}, device);
+  auto centred = x - mean;
+  // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: operator '-' combines 'x' on 'device' with 'mean' on CPU
+  auto total = table.sum();
+  auto shifted = x - total; // a 0-dim CPU tensor: allowed
+  auto rows = torch::randn({10}, device) * peak;
+  // CHECK-MESSAGES: :[[@LINE-1]]:42: warning: operator '*' combines 'torch::randn({10}, device)' on 'device' with 'peak' on CPU
+  auto from_vector = torch::randn({8}).mean(0);
+  auto fine = x + from_vector; // 1-d reduced to 0-d: allowed
+  (void)centred; (void)shifted; (void)rows; (void)fine;
+}

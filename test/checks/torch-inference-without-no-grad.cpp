@@ -515,3 +515,25 @@ void two_tower_step(Net &users, Net &items, torch::optim::SGD &opt,
     opt.step();
   }
 }
+
+// An evaluator that holds its guard as a member: grad is off while the
+// object lives, in its own methods and in what it calls.
+class GuardedEvaluator {
+public:
+  explicit GuardedEvaluator(Net net) : net_(net) {}
+  double run(const std::vector<torch::Tensor> &batches) {
+    double total = 0;
+    for (const auto &x : batches)
+      total += net_->forward(x).sum().item<double>();
+    return total;
+  }
+
+private:
+  Net net_;
+  torch::NoGradGuard no_grad_;
+};
+double evaluate_with_member_guard(Net &net,
+                                  const std::vector<torch::Tensor> &batches) {
+  GuardedEvaluator evaluator(net);
+  return evaluator.run(batches);
+}

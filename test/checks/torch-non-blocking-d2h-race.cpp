@@ -4,6 +4,7 @@
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+#include <functional>
 #include <iostream>
 #include <vector>
 
@@ -344,4 +345,12 @@ float read_after_owned_fence_scope() {
     h = d.to(torch::kCPU, /*non_blocking=*/true);
   }
   return h.item<float>();
+}
+
+// A callback held in a std::function reads what it is handed.
+void hand_to_callback(const std::function<void(const torch::Tensor &)> &on_ready) {
+  auto d = torch::randn({8}, torch::kCUDA);
+  auto h = d.to(torch::kCPU, /*non_blocking=*/true);
+  on_ready(h);
+  // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'h' is read on the host before the non-blocking device-to-host copy
 }

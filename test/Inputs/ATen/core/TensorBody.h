@@ -92,6 +92,8 @@ public:
   Tensor sum(int64_t dim, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(IntArrayRef dim, bool keepdim = false) const;
+  Tensor amax(IntArrayRef dim = {}, bool keepdim = false) const;
+  Tensor clamp_max(const Scalar &max) const;
   Tensor abs() const;
   Tensor pow(double exponent) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
