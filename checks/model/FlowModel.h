@@ -10,6 +10,7 @@
 #ifndef TORCH_TIDY_MODEL_FLOWMODEL_H
 #define TORCH_TIDY_MODEL_FLOWMODEL_H
 
+#include "ResolvedCall.h"
 #include "State.h"
 #include "api/TorchApi.h"
 #include "clang/AST/ASTContext.h"
@@ -29,60 +30,15 @@ class ProgramModel;
 struct FunctionSummary;
 enum class TrainingCall; // ProgramModel.h
 
-/// The arguments of a call as the callee sees them: `obj(args)` on a lambda
-/// or functor passes the object first; `std::make_shared<T>(args)` and a
-/// TORCH_MODULE holder's constructor pass theirs on to T's constructor.
-struct ResolvedCall {
-  const Expr *Call = nullptr;
-  /// The function that runs; null when not known.
-  const FunctionDecl *Callee = nullptr;
-  /// The argument for each parameter of Callee (null: a default argument).
-  llvm::SmallVector<const Expr *, 4> Arguments;
-  /// The object a member function or constructor runs on, in the caller;
-  /// invalid when it is not a tracked location.
-  Location Object;
-  /// The object's expression, when there is one.
-  const Expr *ObjectExpr = nullptr;
-};
-
-/// One function a call may run and the state after it.
-struct Alternative {
-  /// The class whose member function it is; null for a free function or a
-  /// lambda (it may run on any object).
-  const CXXRecordDecl *Class = nullptr;
-  State After;
-};
-/// The state after a call that runs one of \p Results' functions, the same
-/// one every time (Alternatives.cpp).
-State joinAlternatives(llvm::ArrayRef<Alternative> Results);
-
-/// The constructor that runs for \p Ctor: for one inherited with
-/// `using Base::Base`, the base's, with the same arguments.
-const CXXConstructorDecl *constructorThatRuns(const CXXConstructorDecl *Ctor);
-
-/// The argument \p Call passes for \p P, its default argument's value
-/// included (`torch::Device device = torch::kCPU`).
-const Expr *argumentFor(const ResolvedCall &Call, const ParmVarDecl &P);
-
-/// The function a direct call runs: its callee, or for a virtual call its
-/// target when that is certain; null otherwise.
-const FunctionDecl *certainCallee(const CallExpr &Call);
-
-/// Whether \p Call returns a mean-reduced loss (Losses.h), as a fact.
-Tri meanLoss(const CallExpr &Call);
-
-/// The object a call of a type-erased callable goes through: the
-/// std::function (or other library functor) of `f(args)`, or the function
-/// pointer of a call without a direct callee; null for a direct call.
-const Expr *callableHolder(const CallExpr &Call);
 /// The variables a lambda's call operator captures, or none.
 llvm::SmallVector<const VarDecl *, 4> capturedVariables(const FunctionDecl &F);
 /// Whether \p L is a variable of another function than \p Function, which
 /// it does not capture: a lambda that \p Function runs captured it where it
 /// was written. It travels as an entry value: that function knows it.
 bool isForeignVariable(const Location &L, const FunctionDecl *Function);
-/// A value whose known number the model tracks: a bool, an integer, or an
-/// enumeration the program declares (not LibTorch's device or dtype).
+/// A value whose known number the model tracks: a bool, an integer, an
+/// enumeration the program declares, or LibTorch's dtype (not its device,
+/// which is a device fact).
 bool isScalarType(QualType T);
 /// Whether \p L is, whole, a variable that \p Function uses but another
 /// function declares (one it captures, or a foreign variable) or a global:
