@@ -279,6 +279,31 @@ unsigned placeholderIndex(const Expr &E) {
   return Name.consume_front("_") && !Name.getAsInteger(10, N) ? N : 0;
 }
 
+const CXXMethodDecl *enclosingMethodOfLambda(const CXXMethodDecl &Op) {
+  const DeclContext *DC = Op.getParent()->getDeclContext();
+  for (unsigned Depth = 0; Depth < 8; ++Depth) {
+    const auto *Method = dyn_cast_or_null<CXXMethodDecl>(DC);
+    if (!Method || !Method->getParent()->isLambda())
+      return Method && !Method->isStatic() ? Method : nullptr;
+    DC = Method->getParent()->getDeclContext();
+  }
+  return nullptr;
+}
+
+CallableRuns runsCallableArguments(const FunctionDecl &FD) {
+  if (!FD.isInStdNamespace() || !FD.getIdentifier() || isa<CXXMethodDecl>(FD))
+    return CallableRuns::None;
+  return llvm::StringSwitch<CallableRuns>(FD.getName())
+      .Cases("visit", "invoke", "apply", "call_once", CallableRuns::Once)
+      .Cases("for_each", "for_each_n", "transform", "generate", "generate_n",
+             CallableRuns::Repeatedly)
+      .Cases("all_of", "any_of", "none_of", "count_if", "find_if",
+             CallableRuns::Repeatedly)
+      .Cases("remove_if", "sort", "stable_sort", "accumulate", "reduce",
+             CallableRuns::Repeatedly)
+      .Default(CallableRuns::None);
+}
+
 bool storesCallableArgument(const FunctionDecl &FD) {
   const auto *Method = dyn_cast<CXXMethodDecl>(&FD);
   if (!Method)
@@ -328,6 +353,14 @@ bool isSmartPointerCast(const FunctionDecl &FD) {
   llvm::StringRef N = FD.getName();
   return N == "dynamic_pointer_cast" || N == "static_pointer_cast" ||
          N == "const_pointer_cast" || N == "reinterpret_pointer_cast";
+}
+
+const Expr *smartPointerCastSource(const Expr *E) {
+  const auto *Call = E ? dyn_cast<CallExpr>(E->IgnoreImplicit()) : nullptr;
+  const FunctionDecl *FD = Call ? Call->getDirectCallee() : nullptr;
+  return FD && isSmartPointerCast(*FD) && Call->getNumArgs() == 1
+             ? Call->getArg(0)
+             : nullptr;
 }
 
 bool isOstreamInsertion(const CXXOperatorCallExpr &Op) {

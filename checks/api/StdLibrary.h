@@ -78,6 +78,14 @@ unsigned placeholderIndex(const Expr &E);
 /// A library function that keeps a callable argument instead of running
 /// it: a container insert, std::function's constructor and assignment.
 bool storesCallableArgument(const FunctionDecl &FD);
+/// The member function whose `this` the lambda with call operator \p Op
+/// captures (through enclosing lambdas); null in a free function.
+const CXXMethodDecl *enclosingMethodOfLambda(const CXXMethodDecl &Op);
+/// How a standard function runs the callables it is handed, there and
+/// then: once (std::visit, std::invoke, std::apply), or any number of times
+/// (an algorithm: std::for_each, std::transform, ...); None: not known to.
+enum class CallableRuns { None, Once, Repeatedly };
+CallableRuns runsCallableArguments(const FunctionDecl &FD);
 
 /// For a start of a thread (a `std::thread` or `std::jthread` constructor,
 /// `std::async`): its arguments from the one that names the function the
@@ -97,6 +105,8 @@ bool isStdAccumulate(const FunctionDecl &FD);
 /// `std::dynamic_pointer_cast` and its siblings: the same object, another
 /// pointer type.
 bool isSmartPointerCast(const FunctionDecl &FD);
+/// The pointer that \p E casts with a smart-pointer cast, or null.
+const Expr *smartPointerCastSource(const Expr *E);
 
 } // namespace clang::tidy::torch
 

@@ -88,6 +88,21 @@ bool isPointwise(llvm::StringRef Name) {
   return isElementwiseFunction(Name) || isElementwiseOfTwo(Name);
 }
 
+bool keepsRankFunction(llvm::StringRef Name) {
+  if (Name.consume_back("1d") || Name.consume_back("2d") ||
+      Name.consume_back("3d"))
+    return llvm::StringSwitch<bool>(Name)
+        .Cases("conv", "conv_transpose", "avg_pool", "max_pool", true)
+        .Cases("adaptive_avg_pool", "adaptive_max_pool", "lp_pool", true)
+        .Cases("dropout", "feature_alpha_dropout", true)
+        .Default(false);
+  return llvm::StringSwitch<bool>(Name)
+      .Cases("interpolate", "upsample", "pad", "normalize", true)
+      .Cases("batch_norm", "layer_norm", "group_norm", "instance_norm", true)
+      .Cases("local_response_norm", "pixel_shuffle", true)
+      .Default(false);
+}
+
 bool returnsValuesAndIndices(llvm::StringRef Name) {
   return llvm::StringSwitch<bool>(Name)
       .Cases("max", "min", "topk", "sort", "kthvalue", "mode", true)

@@ -125,7 +125,9 @@ bool isTensorFactory(const FunctionDecl &FD, const TorchApiOptions &Opts) {
   static const llvm::StringSet<> Names = {
       "tensor",   "randn", "rand",     "zeros",      "ones",   "empty",
       "full",     "arange", "eye",     "linspace",   "logspace", "randint",
-      "randperm", "from_blob", "scalar_tensor", "empty_strided", "normal"};
+      "randperm", "from_blob", "scalar_tensor", "empty_strided", "normal",
+      "hann_window", "hamming_window", "bartlett_window", "blackman_window",
+      "kaiser_window", "tril_indices", "triu_indices"};
   if (!FD.getIdentifier())
     return nameIn(FD, Opts.ExtraFactories);
   llvm::StringRef Name = FD.getName();

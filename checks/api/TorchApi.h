@@ -159,6 +159,9 @@ bool isElementwiseOfTwo(llvm::StringRef Name);
 /// A point-wise operation, of one tensor or of several that broadcast: the
 /// result has the rank of its highest-rank operand.
 bool isPointwise(llvm::StringRef Name);
+/// LibTorch functions whose result has at least the rank of their first
+/// operand: convolutions, pooling, normalisation, interpolation, padding.
+bool keepsRankFunction(llvm::StringRef Name);
 /// Tensor functions and methods that return a (values, indices) tuple
 /// (`max(dim)`, `topk`, `sort`, ...): the indices carry no graph.
 bool returnsValuesAndIndices(llvm::StringRef Name);

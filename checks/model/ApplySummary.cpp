@@ -64,6 +64,36 @@ void FlowModel::copyArgumentParts(const ValueFacts &Exit,
       St.set(Part, Scratch.get(Part));
 }
 
+/// Whether \p L lies in an element of a container of several (not in the
+/// object an owning pointer or an optional holds, which the same selector
+/// names).
+static bool inContainerElement(const Location &L) {
+  QualType Type;
+  if (const auto *Root = dyn_cast_or_null<ValueDecl>(L.Root))
+    Type = Root->getType();
+  for (unsigned I = 0; I < L.Depth; ++I) {
+    Selector Step = Selector::fromRaw(L.Path[I]);
+    if (Step.isElement()) {
+      QualType Holder = Type.isNull() ? Type : Type.getNonReferenceType();
+      if (!Holder.isNull() && !isOwningPointer(Holder) && !isOptional(Holder))
+        return true;
+      Type = QualType(); // what an owner holds: not followed further
+      continue;
+    }
+    const FieldDecl *Field = Step.asField();
+    Type = Field ? Field->getType() : QualType();
+  }
+  return false;
+}
+
+/// Whether each fact of \p F is established or the entry value: none is
+/// one that the callee made unknown.
+static bool establishedOrEntry(const ValueFacts &F) {
+  auto Either = [](const auto &Fact) { return Fact.isKnown() || Fact.Entry; };
+  return Either(F.Device) && Either(F.Pin) && Either(F.Graph) &&
+         Either(F.Mode);
+}
+
 void FlowModel::applySummary(const ResolvedCall &Call,
                              const FunctionSummary &Summary,
                              const Location &Result, State &St) const {
@@ -98,14 +128,22 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     // A mode switched on another function's variable (a module a lambda
     // captured where it was written) may be that of any module this one
     // holds too (a member bound to the same module): that variable's
-    // function knows it.
-    if (isForeignVariable(Here, Function) &&
+    // function knows it. So may one switched on a container's elements
+    // (`for (auto &kv : models_) kv.second->eval();`): a handle taken out
+    // of it shares its module.
+    if ((isForeignVariable(Here, Function) || inContainerElement(Here)) &&
         (Effect.Exit.Mode.isKnown() || Effect.Exit.ModeIf))
       forgetModes(St);
     copyArgumentParts(Effect.Exit, Call, Before, Here, St);
     ValueFacts After = instantiate(Effect.Exit, Call, Before, Rewritten);
+    ValueFacts Held = heldForUpdate(Here, Before);
     if (Effect.Exit.KeepsCallerFacts)
-      After = overCallerFacts(After, heldForUpdate(Here, Before));
+      After = overCallerFacts(After, Held);
+    else if (Held.KeepsCallerFacts && establishedOrEntry(Effect.Exit))
+      // A part of this function's own caller's storage that nothing here
+      // established: what the callee kept of it stays what that caller
+      // holds.
+      After.KeepsCallerFacts = true;
     // A module handle passed by value still names the caller's module: its
     // module facts change, not the handle.
     if (const auto *P = dyn_cast_or_null<ParmVarDecl>(Effect.Where.Root);
@@ -176,7 +214,16 @@ void FlowModel::applySummary(const ResolvedCall &Call,
 Location FlowModel::returnedArgumentPart(const FunctionSummary &Summary,
                                          const ResolvedCall &Call) const {
   const Location &Storage = Summary.ReturnedStorage;
-  if (!Storage || Storage.Kind != Location::Local || Storage.Depth == 0)
+  if (!Storage || Storage.Depth == 0)
+    return {};
+  // A member of the object (a getter's `return host_;`) that the callee
+  // left as it found it.
+  if (Storage.Kind == Location::This &&
+      llvm::any_of(Summary.Effects, [&](const SummaryEffect &E) {
+        return E.Where.hasPrefix(Storage) || Storage.hasPrefix(E.Where);
+      }))
+    return {};
+  if (Storage.Kind != Location::Local && Storage.Kind != Location::This)
     return {};
   return callerLocation(Storage, Call);
 }

@@ -157,19 +157,26 @@ public:
         isUserClass(ownedType(VD->getType())))
       Constructed.push_back({VD, Make});
     // `Net copy = model;`, `Net copy = trainer.model();` (a getter of a
-    // member): a second handle of the same module.
+    // member), `auto net = std::dynamic_pointer_cast<Net>(exp.model);`: a
+    // second handle of the same module.
     if (isSharedModuleHandleType(VD->getType()) &&
-        !VD->getType()->isReferenceType())
+        !VD->getType()->isReferenceType()) {
+      const Expr *Source = nullptr;
       if (const auto *Copy = dyn_cast<CXXConstructExpr>(
               VD->getInit()->IgnoreImplicit());
-          Copy && Copy->getConstructor()->isCopyConstructor()) {
-        const Expr *Source = Copy->getArg(0)->IgnoreParenImpCasts();
+          Copy && Copy->getConstructor()->isCopyConstructor())
+        Source = Copy->getArg(0);
+      else
+        Source = smartPointerCastSource(VD->getInit());
+      if (Source) {
+        Source = Source->IgnoreParenImpCasts();
         const auto *Ref = dyn_cast<DeclRefExpr>(Source);
         if (isSharedModuleHandleType(Source->getType()) &&
             (Ref ? isa<VarDecl>(Ref->getDecl())
                  : isa<MemberExpr, CXXMemberCallExpr>(Source)))
           HandleCopies.push_back({VD, Source});
       }
+    }
     if (!VD->getType()->isPointerType())
       return true;
     if (const auto *UO =
@@ -401,9 +408,25 @@ public:
 
   bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr *Op) {
     OverloadedOperatorKind K = Op->getOperator();
-    if ((K == OO_Star || K == OO_Arrow || K == OO_Equal) && Op->getNumArgs() >= 1)
+    // `p == nullptr` tests the pointer; no other name reaches the object.
+    bool NullTest = (K == OO_EqualEqual || K == OO_ExclaimEqual) &&
+                    Op->getNumArgs() == 2 &&
+                    Op->getArg(1)->IgnoreParenImpCasts()->getType()->isNullPtrType();
+    if ((K == OO_Star || K == OO_Arrow || K == OO_Equal || NullTest) &&
+        Op->getNumArgs() >= 1)
       if (const auto *Ref = dyn_cast<DeclRefExpr>(
               Op->getArg(0)->IgnoreParenImpCasts());
+          Ref && isOwningPointer(Ref->getType()))
+        ++Derefs[Ref->getDecl()];
+    return true;
+  }
+
+  /// `if (!p)`: a test of the pointer, no other name of the object.
+  bool VisitCXXMemberCallExpr(CXXMemberCallExpr *Call) {
+    if (isa_and_nonnull<CXXConversionDecl>(Call->getMethodDecl()) &&
+        Call->getType()->isBooleanType())
+      if (const auto *Ref = dyn_cast<DeclRefExpr>(
+              Call->getImplicitObjectArgument()->IgnoreParenImpCasts());
           Ref && isOwningPointer(Ref->getType()))
         ++Derefs[Ref->getDecl()];
     return true;

@@ -491,6 +491,15 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
     exchange(Call.getArg(0), Call.getArg(1), St);
     return;
   }
+  if (runHandedLambdas(Call, St)) {
+    // Its other arguments (the variant, the range) as any library call's.
+    ResolvedCall Rest = Resolved;
+    llvm::erase_if(Rest.Arguments, [](const Expr *Arg) {
+      return Arg && isa<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit());
+    });
+    forgetOpaqueEffects(Rest, St);
+    return;
+  }
   forgetOpaqueEffects(Resolved, St);
   // A callable whose contents are unknown may hold any module handle it
   // captured, and switch its mode (a phase callback calling eval()).
@@ -512,6 +521,63 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
                            : !evaluate(Holder, St).dependsOnEntry())
       forgetModes(St);
   }
+}
+
+bool FlowModel::runHandedLambdas(const CallExpr &Call, State &St) const {
+  const FunctionDecl *FD = Call.getDirectCallee();
+  CallableRuns Runs = FD && isLibraryFunction(*FD)
+                          ? runsCallableArguments(*FD)
+                          : CallableRuns::None;
+  // std::visit runs one instantiation, which one the variant decides: the
+  // join of what each leaves loses the facts of the object they share (an
+  // AMP policy's state), so its call stays opaque. Its instantiations still
+  // have it as their caller (CallGraph.cpp).
+  if (Runs != CallableRuns::Repeatedly)
+    return false;
+  llvm::SmallVector<Alternative, 2> Results;
+  bool Resets = false;
+  for (const Expr *Arg : Call.arguments()) {
+    const auto *Lambda =
+        dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit());
+    if (!Lambda)
+      continue;
+    // A generic lambda (std::visit's): each instantiation it gets.
+    const CXXMethodDecl *Op = Lambda->getCallOperator();
+    llvm::SmallVector<const FunctionDecl *, 2> Bodies{Op};
+    if (const FunctionTemplateDecl *T = Op->getDescribedFunctionTemplate())
+      Bodies.assign(T->specializations().begin(), T->specializations().end());
+    for (const FunctionDecl *Body : Bodies) {
+      const FunctionSummary *Summary = Program.summary(*Body);
+      if (!Summary)
+        return false;
+      Alternative A;
+      A.After = St;
+      ResolvedCall R;
+      R.Call = &Call;
+      R.Callee = Body;
+      // `[this]` in this function's own class: its members are ours.
+      if (isa_and_nonnull<CXXMethodDecl>(Function) &&
+          llvm::any_of(Lambda->captures(), [](const LambdaCapture &C) {
+            return C.capturesThis();
+          }))
+        R.Object = Location::thisObject();
+      applySummary(R, *Summary, Location(), A.After);
+      applyGradientSummary(Call, *Summary, A.After.path());
+      Resets |= Summary->ResetsGradients;
+      Results.push_back(std::move(A));
+    }
+  }
+  if (Results.empty())
+    return false;
+  State Ran = joinAlternatives(Results);
+  // An algorithm may run them on no element: the paths join. One that
+  // resets gradients runs over the parameters, as a loop over them does:
+  // as if it ran at least once.
+  if (Runs == CallableRuns::Repeatedly && !Resets)
+    St.joinWith(Ran);
+  else
+    St = std::move(Ran);
+  return true;
 }
 
 } // namespace clang::tidy::torch

@@ -189,6 +189,12 @@ static void resolveCallables(ValueFacts &F, const FunctionDecl &Function,
   F.CallablesAtEntry = {};
 }
 
+/// Whether \p Context says what every caller passes: not a root, and no
+/// caller left out (one under analysis, which would join its value later).
+static bool saysEveryCaller(const EntryContext &Context) {
+  return !Context.Root && Context.Complete;
+}
+
 /// \p F with every entry value replaced by what \p Context says of it; a
 /// device parameter's symbolic device by what the callers pass, or else by
 /// the member that holds it.
@@ -200,7 +206,8 @@ static ValueFacts resolveEntries(const ValueFacts &F, const FunctionDecl &Ctor,
   if (!R.Device.Entry && R.Device.Value.isSymbolic())
     if (const auto *P = dyn_cast_or_null<ParmVarDecl>(R.Device.Value.holder())) {
       const ValueFacts *Known =
-          Context.Root ? nullptr : Context.Entry.lookup(Location::local(P));
+          saysEveryCaller(Context) ? Context.Entry.lookup(Location::local(P))
+                                   : nullptr;
       if (Known && Known->Device.Value.isKnown())
         R.Device = {Known->Device.Value, R.Device.Origin};
       else if (const FieldDecl *Member = Holders.lookup(P))
@@ -214,7 +221,8 @@ static ValueFacts resolveEntries(const ValueFacts &F, const FunctionDecl &Ctor,
     Location L = isa<FieldDecl>(Fact.Entry)
                      ? Location::member(cast<FieldDecl>(Fact.Entry))
                      : Location::local(Fact.Entry);
-    const ValueFacts *Known = Context.Root ? nullptr : Context.Entry.lookup(L);
+    const ValueFacts *Known =
+        saysEveryCaller(Context) ? Context.Entry.lookup(L) : nullptr;
     using SourcedT = std::decay_t<decltype(Fact)>;
     Fact = Known ? (*Known).*Member : SourcedT();
     Fact.Entry = nullptr;
@@ -426,7 +434,7 @@ ClassState computeClassState(const CXXRecordDecl &Class,
     // The constants every caller passes for what it stores (`ctx_{cfg.amp}`
     // where every caller's config says Fp16).
     llvm::SmallVector<std::pair<Location, int64_t>, 2> Constants;
-    if (!Callers.Root)
+    if (saysEveryCaller(Callers))
       for (const Location &In : Program.decidingInputs(*Ctor))
         if (In.Kind == Location::Local)
           if (std::optional<int64_t> K = Callers.Entry.get(In).Scalar.Known)

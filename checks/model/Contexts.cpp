@@ -19,6 +19,18 @@
 
 namespace clang::tidy::torch {
 
+/// Whether the lambda \p Op, which captured `this` in a method of its
+/// class, runs on the object of \p Caller, a method of that class.
+static bool runsOnCallersObject(const CXXMethodDecl &Op,
+                                const FunctionDecl &Caller) {
+  const CXXMethodDecl *Enclosing = enclosingMethodOfLambda(Op);
+  const auto *Method = dyn_cast<CXXMethodDecl>(&Caller);
+  return Enclosing && Method && !Method->isStatic() &&
+         !Method->getParent()->isLambda() &&
+         (Method->getParent() == Enclosing->getParent() ||
+          Method->getParent()->isDerivedFrom(Enclosing->getParent()));
+}
+
 /// The entry values a call hands to \p F: its parameters, the members of
 /// `*this` (of the class of \p Object when it derives from F's: a CRTP
 /// base's method reaches the derived class's members through its
@@ -31,9 +43,15 @@ entryValues(const FunctionDecl &F, const Expr *Object = nullptr) {
   if (const auto *Method = dyn_cast<CXXMethodDecl>(&F)) {
     if (Method->getParent()->isLambda()) {
       for (const LambdaCapture &C : Method->getParent()->captures())
-        if (C.capturesVariable())
+        if (C.capturesVariable()) {
           if (const auto *VD = dyn_cast<VarDecl>(C.getCapturedVar()))
             Out.push_back(VD);
+        } else if (C.capturesThis()) {
+          // `[this]`: the members of the object the enclosing method runs on.
+          if (const CXXMethodDecl *Enclosing = enclosingMethodOfLambda(*Method))
+            for (const FieldDecl *Field : fieldsWithBases(*Enclosing->getParent()))
+              Out.push_back(Field);
+        }
     } else if (!Method->isStatic() && !isa<CXXConstructorDecl>(Method)) {
       const CXXRecordDecl *Class = Method->getParent();
       QualType ObjectType =
@@ -65,8 +83,7 @@ static PathFacts programStart() {
   P.Cuda = CudaGuard::Unguarded;
   P.Grad = GradMode::Enabled;
   P.Autocast = AutocastState::Off;
-  P.CudaAutocastHalf = Tri::Yes; // CUDA autocast's default dtype
-  P.CudaDtypeAsEntry = false;
+  P.setCudaDtype(Tri::Yes); // CUDA autocast's default dtype
   return P;
 }
 
@@ -373,8 +390,7 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
             : Before->path().Autocast;
     Here.path().AutocastStart = Before->path().AutocastStart;
     Here.path().AutocastHalf = Before->path().AutocastHalf;
-    Here.path().CudaAutocastHalf = Before->path().CudaAutocastHalf;
-    Here.path().CudaDtypeAsEntry = false;
+    Here.path().setCudaDtype(Before->path().CudaAutocastHalf);
     // A new thread starts with its own modes: autograd on, autocast off.
     if (Site.ThreadStart) {
       Here.path().Grad = GradMode::Enabled;
@@ -382,7 +398,7 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
       Here.path().AutocastStart = {};
       Here.path().AutocastHalf = false;
       Here.path().AutocastIf.clear();
-      Here.path().CudaAutocastHalf = programStart().CudaAutocastHalf;
+      Here.path().setCudaDtype(programStart().CudaAutocastHalf);
     }
     // A lambda defined and called inside a guarded scope: its creation
     // point's guard holds too (it is a must-fact).
@@ -396,6 +412,18 @@ EntryContext ProgramModel::computeEntryContext(const FunctionDecl &F) {
         if (QualType T = D->getType().getNonReferenceType();
             Known && isModuleHandleType(T))
           M.withClassFacts(V, T);
+      } else if (IsLambda && isa<FieldDecl>(D) &&
+                 runsOnCallersObject(*Method, *CallerDef)) {
+        // A member of the `this` it captured, run by a method of its class
+        // (through std::visit, a member std::function): what that method's
+        // object holds, where it says (else the class state stays).
+        Location L = Location::member(cast<FieldDecl>(D));
+        for (const Location &Part : Before->tree(L))
+          if (Part != L)
+            Here.set(Part, Before->get(Part).withoutEntries());
+        if (const ValueFacts *Held = Before->lookup(L))
+          Here.set(L, asEntryValue(Held->withoutEntries(), *D));
+        continue;
       } else if (std::optional<std::map<Location, ValueFacts>> Captured =
                      IsLambda && isa<VarDecl>(D) &&
                              !Site.Destroyed && !Site.ThreadStart

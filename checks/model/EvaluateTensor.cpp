@@ -36,7 +36,11 @@ static bool keepsShape(llvm::StringRef Method) {
       .Cases("sin", "cos", "sign", "fill_", "clamp_", "exp_", true)
       .Cases("clamp_min", "clamp_max", "clamp_min_", "clamp_max_", true)
       .Cases("where", "lerp", "nan_to_num", "sigmoid_", "relu_", true)
-      .Default(false);
+      .Cases("data", "triu", "tril", "triu_", "tril_", "masked_fill_", true)
+      .Cases("logical_not", "bitwise_not", "logical_and", "logical_or", true)
+      .Cases("eq", "ne", "gt", "lt", "ge", "le", true)
+      .Cases("isnan", "isinf", "isfinite", "add", "sub", "mul", "div", true)
+      .Default(isElementwiseFunction(Method));
 }
 
 /// Tensor methods that multiply or divide their receiver.
@@ -410,7 +414,7 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
     F = Source;
     F.Device = {DeviceValue::cpu(), Loc};
     F.Pin = {Pinning::Pinned, Loc};
-  } else if (Name == "detach" || Name == "detach_") {
+  } else if (Name == "detach" || Name == "detach_" || Name == "data") {
     F = Source;
     F.Graph = {GraphState::NoGraph, Loc};
     F.GraphSources.clear();
@@ -444,7 +448,11 @@ ValueFacts FlowModel::evaluateTensorMethod(const CallExpr &Call,
       F.PendingVia = Source.PendingVia;
       F.PendingIf = Source.PendingIf;
     } else if (isViewMethod(Name)) {
-      F.Pin = Source.Pin; // the receiver's memory
+      // The receiver's memory, a copy into it still under way included.
+      F.Pin = Source.Pin;
+      F.PendingCopy = Source.PendingCopy;
+      F.PendingVia = Source.PendingVia;
+      F.PendingIf = Source.PendingIf;
     } else if (Source.Device.Value.isCPU()) {
       F.Pin = {Pinning::Pageable, Loc};
     }

@@ -33,7 +33,7 @@ struct EntryContext;
 
 /// The version of the exported format; a file of another version is not
 /// read.
-constexpr int SummaryFormatVersion = 4;
+constexpr int SummaryFormatVersion = 5;
 
 /// The facts of other TUs that the analyses of one TU asked for, provided
 /// or not: a second analysis of the TU with the program's facts can differ

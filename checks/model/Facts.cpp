@@ -367,6 +367,8 @@ bool PathFacts::operator==(const PathFacts &O) const {
          ConditionsHeld == O.ConditionsHeld &&
          CudaAutocastHalf == O.CudaAutocastHalf &&
          CudaDtypeAsEntry == O.CudaDtypeAsEntry &&
+         CudaDtypeHalfWhereSet == O.CudaDtypeHalfWhereSet &&
+         CudaDtypeSomeEntry == O.CudaDtypeSomeEntry &&
          AutocastHalfAsEntry == O.AutocastHalfAsEntry;
 }
 
@@ -479,6 +481,12 @@ PathFacts joinPaths(const PathFacts &A, const PathFacts &B, bool AKeptCpu,
   R.CudaDtypeAsEntry = A.CudaDtypeAsEntry && B.CudaDtypeAsEntry;
   R.CudaAutocastHalf =
       A.CudaAutocastHalf == B.CudaAutocastHalf ? A.CudaAutocastHalf : Tri::Unknown;
+  R.CudaDtypeSomeEntry = A.CudaDtypeSomeEntry || B.CudaDtypeSomeEntry;
+  R.CudaDtypeHalfWhereSet =
+      A.CudaDtypeAsEntry ? B.CudaDtypeHalfWhereSet
+      : B.CudaDtypeAsEntry || A.CudaDtypeHalfWhereSet == B.CudaDtypeHalfWhereSet
+          ? A.CudaDtypeHalfWhereSet
+          : Tri::Unknown;
   return R;
 }
 

@@ -403,6 +403,15 @@ struct PathFacts {
   Tri CudaAutocastHalf = Tri::Unknown;
   bool CudaDtypeAsEntry = true;
   bool AutocastHalfAsEntry = false;
+  /// The dtype over the paths that set one (a helper that sets it on some
+  /// paths); SomeEntry: some path set none since the function's entry.
+  Tri CudaDtypeHalfWhereSet = Tri::Unknown;
+  bool CudaDtypeSomeEntry = true;
+  /// Every path here set CUDA autocast's dtype to \p Half.
+  void setCudaDtype(Tri Half) {
+    CudaAutocastHalf = CudaDtypeHalfWhereSet = Half;
+    CudaDtypeAsEntry = CudaDtypeSomeEntry = false;
+  }
   /// The entry values whose graphs (the callers') a backward() reached on
   /// some path; BackpropagatedOther: it also reached a value that is none of
   /// them, which may hold any caller's graph.

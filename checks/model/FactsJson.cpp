@@ -375,6 +375,7 @@ llvm::json::Object FactWriter::summary(const FunctionSummary &S) const {
       {"opensAutocast", S.OpensAutocast},
       {"setsCudaDtype", S.SetsCudaDtype},
       {"cudaDtypeHalf", nameOf(S.CudaDtypeHalf, TriNames)},
+      {"keepsEntryCudaDtype", S.KeepsEntryCudaDtype},
       {"mayRunOpaqueBackward", S.MayRunOpaqueBackward}};
 }
 

@@ -369,6 +369,7 @@ FactReader::summary(const llvm::json::Object &O) const {
   S.AutocastHalfAsEntry = O.getBoolean("autocastHalfAsEntry").value_or(false);
   S.OpensAutocast = O.getBoolean("opensAutocast").value_or(false);
   S.SetsCudaDtype = O.getBoolean("setsCudaDtype").value_or(false);
+  S.KeepsEntryCudaDtype = O.getBoolean("keepsEntryCudaDtype").value_or(false);
   S.CudaDtypeHalf =
       valueOf<Tri>(O.getString("cudaDtypeHalf"), TriNames, Tri::Unknown);
   S.MayRunOpaqueBackward = O.getBoolean("mayRunOpaqueBackward").value_or(true);

@@ -2,11 +2,15 @@
 //
 // What an edge of the CFG proves on its way to the next block: the branch
 // condition that it takes (each operand of an if's `a && b` on its true
-// edge), and the elements a range-for leaves as it exits.
+// edge), the elements a range-for leaves as it exits, and what the
+// condition proves of the values it tests (FlowModel::refineOnBranch).
 //
 //===----------------------------------------------------------------------===//
 
 #include "FlowAnalysis.h"
+#include "api/Devices.h"
+#include "api/TorchMatchers.h"
+#include "support/UserCodeParents.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/StmtCXX.h"
 #include "llvm/ADT/BitVector.h"
@@ -101,6 +105,31 @@ void FlowAnalysis::refineOnEdge(const CFGBlock &Block, const Expr *Cond,
       Model.refineOnBranch(Operand, Taken, St);
 }
 
+/// Whether the `&&` or `||` \p Logical is (a part of) the condition of an
+/// if or `?:`, not of a loop.
+static bool conditionOfBranch(const Stmt &Logical, ASTContext &Ctx) {
+  const UserCodeParents &Map = UserCodeParents::of(Ctx);
+  DynTypedNode Child = DynTypedNode::create(Logical);
+  for (unsigned Depth = 0; Depth < 16; ++Depth) {
+    llvm::ArrayRef<DynTypedNode> Parents = Map.parents(Child);
+    if (Parents.size() != 1)
+      return false;
+    const Stmt *Parent = Parents[0].get<Stmt>();
+    const Stmt *Came = Child.get<Stmt>();
+    if (const auto *If = dyn_cast_or_null<IfStmt>(Parent))
+      return If->getCond() == Came;
+    if (const auto *Choice = dyn_cast_or_null<ConditionalOperator>(Parent))
+      return Choice->getCond() == Came;
+    const auto *BO = dyn_cast_or_null<BinaryOperator>(Parent);
+    const auto *UO = dyn_cast_or_null<UnaryOperator>(Parent);
+    if (!(isa_and_nonnull<ParenExpr, ImplicitCastExpr, ExprWithCleanups>(Parent) ||
+          (BO && BO->isLogicalOp()) || (UO && UO->getOpcode() == UO_LNot)))
+      return false;
+    Child = Parents[0];
+  }
+  return false;
+}
+
 llvm::BitVector FlowAnalysis::feasibleSuccessors(const CFGBlock &Block,
                                                  const Expr *Cond,
                                                  const State &St) const {
@@ -108,10 +137,12 @@ llvm::BitVector FlowAnalysis::feasibleSuccessors(const CFGBlock &Block,
   const Stmt *Terminator = Block.getTerminatorStmt();
   // A branch whose condition the path decides (`if (phase == Phase::Fit)`
   // where phase holds a known value) takes one edge. A loop's condition
-  // (and an operand of `&&`, which may be one's) is left alone: a counter
+  // (and an operand of `&&` in one) is left alone: a counter
   // known on the first iteration would unroll the loop.
   if (Cond && Block.succ_size() == 2 &&
-      isa_and_nonnull<IfStmt, ConditionalOperator>(Terminator)) {
+      (isa_and_nonnull<IfStmt, ConditionalOperator>(Terminator) ||
+       (isa_and_nonnull<BinaryOperator>(Terminator) &&
+        conditionOfBranch(*Terminator, Model.context())))) {
     if (std::optional<bool> Known = Model.evaluateBool(Cond, St))
       Feasible.reset(*Known ? 1 : 0);
     return Feasible;
@@ -252,6 +283,80 @@ bool FlowAnalysis::leaveLoopSureToRun(const ForStmt &Loop,
   Out = std::move(*Back);
   Out.path() = std::move(Path);
   return true;
+}
+
+//===--- What a branch proves ---------------------------------------------===//
+
+void FlowModel::refineOnBranch(const Expr *Cond, bool Taken, State &St) const {
+  if (!Cond)
+    return;
+  Cond = Cond->IgnoreImplicit()->IgnoreParenImpCasts();
+  if (const auto *EWC = dyn_cast<ExprWithCleanups>(Cond))
+    Cond = EWC->getSubExpr()->IgnoreParenImpCasts();
+
+  // What the condition proves about the machine.
+  ScalarFacts F = evaluateScalar(Cond, St);
+  const Implication &Proven = Taken ? F.IfTrue : F.IfFalse;
+  const Implication &Refuted = Taken ? F.IfFalse : F.IfTrue;
+  PathFacts &P = St.path();
+  bool MentionsAvailability = Proven.Cuda || Refuted.Cuda;
+  if (Proven.Cuda)
+    P.Cuda = CudaGuard::Checked;
+  else if (Refuted.Cuda && Refuted.CountAtLeast <= 1)
+    // The branch where the availability check failed: no CUDA here.
+    P.Cuda = CudaGuard::Unguarded;
+  if (Proven.CountAtLeast > P.CountAtLeast) {
+    P.CountAtLeast = Proven.CountAtLeast;
+    P.CountProof = F.CountComparison ? F.CountComparison : Cond;
+  }
+  if (MentionsAvailability && !llvm::is_contained(P.AvailabilityChecks, Cond))
+    P.AvailabilityChecks.push_back(Cond);
+
+  refineValues(Cond, Taken, St);
+}
+
+void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
+  Cond = Cond->IgnoreParenImpCasts();
+  if (const auto *Not = dyn_cast<UnaryOperator>(Cond))
+    if (Not->getOpcode() == UO_LNot)
+      return refineValues(Not->getSubExpr(), !Taken, St);
+  // The condition's own variable is known on each edge.
+  if (Location L = locationOf(Cond))
+    if (Cond->getType()->isBooleanType()) {
+      ValueFacts V = heldForUpdate(L, St);
+      V.Scalar.Known = Taken;
+      St.set(L, V);
+      refineAutocast(Cond, L, Taken, St);
+      return;
+    }
+  const auto *Call = dyn_cast<CallExpr>(Cond);
+  if (!Call)
+    return;
+  llvm::StringRef Method = tensorMethodName(*Call);
+  if (Method != "is_pinned" && Method != "is_cuda")
+    return;
+  Location L = locationOf(memberCallObject(*Call));
+  if (!L)
+    return;
+  ValueFacts V = heldForUpdate(L, St);
+  if (Method == "is_pinned") {
+    // Only CPU tensors are pinned; a tensor that is not pinned may be
+    // anywhere. A fact the test only confirms keeps its origin.
+    Pinning Proven = Taken ? Pinning::Pinned : Pinning::Pageable;
+    if (V.Pin.Value == Proven)
+      return;
+    if (Taken) {
+      V.Pin = {Pinning::Pinned, Call->getExprLoc()};
+      V.Device = {DeviceValue::cpu(), Call->getExprLoc()};
+    } else if (V.Device.Value.isCPU()) {
+      V.Pin = {Pinning::Pageable, Call->getExprLoc()};
+    }
+  } else if (Taken && !V.Device.Value.isCUDA()) {
+    V.Device = {DeviceValue::cuda(), Call->getExprLoc()};
+  } else {
+    return;
+  }
+  St.set(L, V);
 }
 
 } // namespace clang::tidy::torch

@@ -393,6 +393,10 @@ private:
   bool assignCallResult(const Location &L, const Expr *Value,
                         State &St) const;
   void transferCall(const CallExpr &Call, State &St) const;
+  /// A standard function that runs the lambdas it is handed (std::visit,
+  /// std::for_each): what they do, as their summaries say. False when it
+  /// runs none or one is not known.
+  bool runHandedLambdas(const CallExpr &Call, State &St) const;
   /// The caller's storage a by-value result copies, when the callee returns
   /// a part of a reference parameter (`return batch.weight;`): what the
   /// caller holds there fills what the callee did not establish.

@@ -42,7 +42,7 @@ static bool readsNoData(llvm::StringRef Method) {
       .Cases("device", "options", "is_cuda", "is_pinned", "defined", true)
       .Cases("to", "cuda", "cpu", "copy_", "pin_memory", "is_contiguous", true)
       .Cases("stride", "strides", "ndimension", "requires_grad", true)
-      .Default(false);
+      .Default(isViewMethod(Method)); // a view reads nothing until read
 }
 
 /// The tensor whose memory \p E views (`h[i]`, `h.select(0, i)`,
@@ -122,8 +122,10 @@ void FlowModel::collectHostReadOperands(const Stmt &S,
       return;
   for (unsigned I = First; I < Call->getNumArgs(); ++I) {
     const Expr *Arg = stripConversions(Call->getArg(I));
+    // A variable, a member, or a getter's reference to one (`host()`).
     if (isTensorType(Arg->getType()) &&
-        isa<DeclRefExpr, MemberExpr>(viewedStorage(Arg)))
+        (isa<DeclRefExpr, MemberExpr>(viewedStorage(Arg)) ||
+         (isa<CallExpr>(Arg) && Arg->isGLValue())))
       Out.push_back(Arg);
   }
 }

@@ -8,6 +8,7 @@
 
 #include "FlowModel.h"
 #include "ProgramModel.h"
+#include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
@@ -62,6 +63,14 @@ Location FlowModel::callerLocation(const Location &InCallee,
         P && (!Call.Callee || isParameterOf(*P, *Call.Callee))) {
       const Expr *Arg = argumentFor(Call, *P);
       if (!Arg)
+        return {};
+      // A container built from another value (an optional from its
+      // element, `std::optional<Scaler>` from `Scaler`): a temporary, no
+      // storage of the caller's (callerStorage builds it).
+      QualType Type = P->getType().getNonReferenceType();
+      if (containerRecord(Type) &&
+          !Ctx.hasSameUnqualifiedType(
+              Type, stripConversions(Arg)->getType().getNonReferenceType()))
         return {};
       Location Base = P->getType()->isPointerType()
                           ? pointeeLocation(Arg)
@@ -331,9 +340,12 @@ ValueFacts FlowModel::instantiate(const ValueFacts &InCallee,
   if (InCallee.ConflictIf && R.Device.Value.isKnown()) {
     Sourced<DeviceValue> Passed =
         entryValueAt(*InCallee.ConflictIf, Call, S).Device;
-    if (Passed.Value.isKnown() && !(Passed.Value == R.Device.Value))
+    if (Passed.Value.isKnown() && !(Passed.Value == R.Device.Value)) {
       R.FromDeviceConflict = true;
-    else if (!Passed.Value.isKnown() &&
+      // Where the fix puts it: on the accelerator operand's device.
+      if (R.Device.Value.isCPU() && !Passed.Value.isCPU())
+        R.Device = Passed;
+    } else if (!Passed.Value.isKnown() &&
              isa_and_nonnull<ParmVarDecl>(Passed.Entry) && !Passed.AlsoEntry)
       R.ConflictIf = Passed.Entry;
   }

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FlowAnalysis.h"
+#include "ObligedCallees.h"
 #include "ProgramModel.h"
 #include "api/StdLibrary.h"
 #include "api/Training.h"
@@ -84,81 +85,6 @@ static SiteContext contextAt(const FlowAnalysis &A, const Stmt &S,
   if (Entry)
     C.Path.CountAtLeast = std::max(C.Path.CountAtLeast, Entry->CountAtLeast);
   return C;
-}
-
-/// A function a call runs whose obligations apply at it.
-struct ObligedCallee {
-  /// Set when the call runs it otherwise than as its callee.
-  const FunctionDecl *Target = nullptr;
-  const FunctionSummary *Summary = nullptr;
-  /// The call's arguments are not the target's (a lambda handed to
-  /// std::for_each).
-  bool HandedToLibrary = false;
-  /// The target runs on the call's object (an override of its callee, a
-  /// member function called through `obj->*pm`).
-  bool OnObject = false;
-  /// The call runs the same target every time it runs (one object's
-  /// override, the function one callable holds), not each of them in turn.
-  bool SameEachRun = false;
-};
-
-/// The functions a call runs whose obligations apply at it: its callee,
-/// each callable of a container it calls, and the lambdas it hands to a
-/// library function (std::for_each runs them).
-static llvm::SmallVector<ObligedCallee, 1>
-obligedCallees(const Stmt &S, const FlowModel &M, const State &St) {
-  ProgramModel &P = M.program();
-  llvm::SmallVector<ObligedCallee, 1> Out;
-  const auto *E = dyn_cast<Expr>(&S);
-  if (!E || !isa<CallExpr, CXXConstructExpr>(E))
-    return Out;
-  if (const auto *Call = dyn_cast<CallExpr>(E)) {
-    if (P.callsClassUnderConstruction(*Call))
-      return Out;
-    if (const FunctionDecl *Target = M.callableTarget(*Call, St)) {
-      if (const FunctionSummary *Summary = P.summary(*Target))
-        Out.push_back({nullptr, Summary});
-      return Out;
-    }
-    if (const Expr *Holder = callableHolder(*Call)) {
-      const auto *PtrMem =
-          dyn_cast<BinaryOperator>(Call->getCallee()->IgnoreParenImpCasts());
-      bool OnObject = PtrMem && PtrMem->isPtrMemOp();
-      bool SameEachRun = !rangeElementNamed(*Holder);
-      for (const FunctionDecl *Target : M.possibleCallableTargets(*Call, St))
-        if (const FunctionSummary *Summary = P.summary(*Target))
-          Out.push_back({Target, Summary, false, OnObject, SameEachRun});
-      return Out;
-    }
-    // A virtual call of uncertain target: each override the TU defines in
-    // a class of the object's may run, and owes its obligations here.
-    for (const auto &[Override, Summary] : P.dispatchedSummaries(*Call))
-      Out.push_back({Override, Summary, false, true, true});
-    if (!Out.empty())
-      return Out;
-    if (const FunctionDecl *FD = Call->getDirectCallee();
-        FD && isLibraryFunction(*FD)) {
-      if (storesCallableArgument(*FD))
-        return Out;
-      for (const Expr *Arg : Call->arguments())
-        if (const auto *Lambda =
-                dyn_cast<LambdaExpr>(stripConversions(Arg)->IgnoreImplicit())) {
-          // A generic lambda (std::visit's): each instantiation it gets.
-          const CXXMethodDecl *Op = Lambda->getCallOperator();
-          llvm::SmallVector<const FunctionDecl *, 2> Bodies{Op};
-          if (const FunctionTemplateDecl *T = Op->getDescribedFunctionTemplate())
-            Bodies.assign(T->specializations().begin(),
-                          T->specializations().end());
-          for (const FunctionDecl *Body : Bodies)
-            if (const FunctionSummary *Summary = P.summary(*Body))
-              Out.push_back({Body, Summary, true});
-        }
-      return Out;
-    }
-  }
-  if (const FunctionSummary *Summary = P.summaryForCall(*E))
-    Out.push_back({nullptr, Summary});
-  return Out;
 }
 
 /// \p To's facts, with the entry tags of \p From (a callee's operand).
@@ -260,11 +186,12 @@ static MemberDecision memberDecision(const Obligation &O) {
 }
 
 /// Whether the function that matched \p O put one operand on a device
-/// variable it holds (a Device parameter or member) and met it with a value
-/// its callers handed over untouched: the statement that mixes them is the
-/// one to fix, as `logits == batch.y` after `batch.x.to(device)`. Two
-/// values the callers handed over (`a + b`), or a member on a fixed device,
-/// are the callers' to match.
+/// variable it holds (a Device parameter, member or global) and met it with
+/// a value its callers handed over untouched (a parameter, or a member of
+/// `*this`): the statement that mixes them is the one to fix, as
+/// `logits == batch.y` after `batch.x.to(device)`, or `out + anchors_`.
+/// Two values the callers handed over (`a + b`), or a member on a fixed
+/// device, are the callers' to match.
 static bool mixesChosenDeviceWithCallers(const Obligation &O) {
   if (!O.Kind->operandsShareDevice())
     return false;
@@ -272,7 +199,8 @@ static bool mixesChosenDeviceWithCallers(const Obligation &O) {
   for (const Operand &Op : O.Site.Operands) {
     const Sourced<DeviceValue> &D = Op.Facts.Device;
     Chosen |= D.Value.isSymbolic();
-    Callers |= !D.Value.isKnown() && isa_and_nonnull<ParmVarDecl>(D.Entry) &&
+    Callers |= !D.Value.isKnown() &&
+               isa_and_nonnull<ParmVarDecl, FieldDecl>(D.Entry) &&
                !isDeviceType(D.Entry->getType());
   }
   return Chosen && Callers;
@@ -286,27 +214,32 @@ static bool decidedAtStatement(const Obligation &O) {
          (Why == MemberDecision::None && mixesChosenDeviceWithCallers(O));
 }
 
-/// The summary's own lift of the requirement \p Kind matched at \p AtStmt
-/// (not through a call), if any.
+/// The summary's own lift of the requirement \p Kind matched at \p AtStmt:
+/// at the statement itself (\p CallLoc invalid), or through the call at
+/// \p CallLoc.
 static const Obligation *ownLift(const FunctionSummary *Summary,
-                                 const Requirement *Kind, const Stmt *AtStmt) {
+                                 const Requirement *Kind, const Stmt *AtStmt,
+                                 SourceLocation CallLoc) {
   if (!Summary)
     return nullptr;
   for (const Obligation &O : Summary->Obligations)
-    if (O.Kind == Kind && O.AtStmt == AtStmt && !O.Via)
+    if (O.Kind == Kind && O.AtStmt == AtStmt &&
+        (CallLoc.isInvalid() ? !O.Via : O.Via && O.Via->Call == CallLoc))
       return &O;
   return nullptr;
 }
 
-/// Whether the summary left the requirement \p Kind matched at its own
-/// statement \p AtStmt to the callers: lifted, and not because of a member
-/// of `*this` (the statement reports those itself when its context proves
-/// them: a member the callers set is no argument of the call).
+/// Whether the summary left the requirement \p Kind matched at \p AtStmt
+/// (here, or through the call at \p CallLoc) to the callers: lifted, and
+/// not because of a member of `*this` or a device the function chose (the
+/// statement or call reports those itself when its context proves them: a
+/// member the callers set is no argument of the call).
 static bool leftToCallers(const FunctionSummary *Summary,
-                          const Requirement *Kind, const Stmt *AtStmt) {
-  if (const Obligation *Own = ownLift(Summary, Kind, AtStmt))
+                          const Requirement *Kind, const Stmt *AtStmt,
+                          SourceLocation CallLoc) {
+  if (const Obligation *Own = ownLift(Summary, Kind, AtStmt, CallLoc))
     return !decidedAtStatement(*Own);
-  return lifts(Summary, Kind, AtStmt, SourceLocation());
+  return lifts(Summary, Kind, AtStmt, CallLoc);
 }
 
 /// Whether a violation found in a context analysis from \p Entry is its
@@ -318,8 +251,7 @@ static bool reportedByCallers(const EntryContext *Entry,
                               SourceLocation CallLoc) {
   return Entry && Entry->Complete && !Entry->Root &&
          !Entry->NoCallJudges && Summary &&
-         (CallLoc.isValid() ? lifts(Summary, Kind, AtStmt, CallLoc)
-                            : leftToCallers(Summary, Kind, AtStmt));
+         leftToCallers(Summary, Kind, AtStmt, CallLoc);
 }
 
 /// How the context analysis from \p Entry judges its own statement's
@@ -347,10 +279,15 @@ static Verdict judgeOwnStatement(const Requirement &R,
 }
 
 bool ProgramModel::reportedAtStatement(const Obligation &O) {
-  const FunctionDecl *F = O.MatchedIn;
-  if (!F || !O.AtStmt || isAnalysing(*F))
+  if (!O.AtStmt)
     return false;
-  const Obligation *Own = ownLift(summary(*F), O.Kind, O.AtStmt);
+  if (O.Via && reportedAtCall(O))
+    return true;
+  const FunctionDecl *F = O.MatchedIn;
+  if (!F || isAnalysing(*F))
+    return false;
+  const Obligation *Own =
+      ownLift(summary(*F), O.Kind, O.AtStmt, SourceLocation());
   if (!Own || !decidedAtStatement(*Own))
     return false;
   const FlowAnalysis *A = analysis(*F);
@@ -367,6 +304,24 @@ bool ProgramModel::reportedAtStatement(const Obligation &O) {
   return judgeOwnStatement(*O.Kind, Match,
                            contextAt(*A, *O.AtStmt, *St, &Entry),
                            Entry) == Verdict::Violated;
+}
+
+bool ProgramModel::reportedAtCall(const Obligation &O) {
+  const FunctionDecl *F = O.LiftedFrom;
+  if (!F || isAnalysing(*F) || ViolationsUnderWay.contains(F))
+    return false;
+  SourceLocation CallLoc = O.Via->Call;
+  const Obligation *Own = ownLift(summary(*F), O.Kind, O.AtStmt, CallLoc);
+  if (!Own || !decidedAtStatement(*Own))
+    return false;
+  // F's context reports it at that call, or leaves it to a function below.
+  bool Reported = llvm::any_of(violations(*F), [&](const Violation &V) {
+    return V.Kind == O.Kind && V.FromCallee &&
+           V.FromCallee->AtStmt == O.AtStmt && V.Site &&
+           cast<Expr>(V.Site)->getExprLoc() == CallLoc;
+  });
+  return Reported ||
+         ReportedBelow.count({F, CallLoc.getRawEncoding(), O.AtStmt, O.Kind});
 }
 
 void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
@@ -423,7 +378,7 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         if (R->judge(Match, Composed) == Verdict::Violated)
           Record(R, std::move(Match), std::move(Composed));
       } else if (V == Verdict::Callers && Found && Entry && Entry->Complete &&
-                 !leftToCallers(OwnSummary(), R, &S)) {
+                 !leftToCallers(OwnSummary(), R, &S, SourceLocation())) {
         // The summary decided it here (or left it to this statement), but
         // this context's entry values, and the loop it runs in, are the
         // callers': judged as facts of this function, or nobody judges it.
@@ -449,7 +404,7 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         O.Site = std::move(Match);
         O.Context = ContextHere();
         O.AtStmt = &S;
-        O.MatchedIn = A.function();
+        O.MatchedIn = O.LiftedFrom = A.function();
         O.At = isa<Expr>(S) ? cast<Expr>(S).getExprLoc() : S.getBeginLoc();
         Lifted->push_back(std::move(O));
       }
@@ -531,8 +486,8 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         }
         if (V == Verdict::Callers && Found && Entry && Entry->Complete &&
             O.Context.At &&
-            !lifts(OwnSummary(), O.Kind, O.AtStmt, cast<Expr>(S).getExprLoc()))
-        {
+            !leftToCallers(OwnSummary(), O.Kind, O.AtStmt,
+                           cast<Expr>(S).getExprLoc())) {
           RequirementMatch Own = withoutEntryTags(Match);
           V = O.Kind->judge(Own, Composed) == Verdict::Violated
                   ? Verdict::Violated
@@ -543,8 +498,23 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
         if (V == Verdict::Violated && Found &&
             (reportedByCallers(Entry, OwnSummary(), O.Kind, O.AtStmt,
                                cast<Expr>(S).getExprLoc()) ||
-             reportedAtStatement(O)))
+             reportedAtStatement(O))) {
           ReportedElsewhere = true;
+          if (A.function())
+            ReportedBelow.insert({A.function(),
+                                  cast<Expr>(S).getExprLoc().getRawEncoding(),
+                                  O.AtStmt, O.Kind});
+        }
+        // An operand already reported as a mismatch (the output of the
+        // callee's earlier conflicting operation) holds here because that
+        // one is reported: the callers need not report it either.
+        if (V == Verdict::Holds && Found && A.function() &&
+            llvm::any_of(Match.Operands, [](const Operand &Op) {
+              return Op.Facts.FromDeviceConflict;
+            }))
+          ReportedBelow.insert({A.function(),
+                                cast<Expr>(S).getExprLoc().getRawEncoding(),
+                                O.AtStmt, O.Kind});
         if (V == Verdict::Violated && Found && !ReportedElsewhere) {
           Violation Out;
           Out.Kind = O.Kind;
@@ -559,6 +529,7 @@ void ProgramModel::judge(const FlowAnalysis &A, bool Lift,
           Obligation Up = O;
           Up.Site = std::move(Match);
           Up.Context = Composed;
+          Up.LiftedFrom = A.function();
           Up.Via = step(cast<Expr>(S).getExprLoc(),
                         calleeName(*Resolved.Callee), O.Via);
           Lifted->push_back(std::move(Up));
@@ -579,8 +550,11 @@ const std::vector<Violation> &ProgramModel::violations(const Decl &Owner) {
     A = analysis(*Function);
   else if (const auto *Global = dyn_cast<VarDecl>(&Owner))
     A = initializerAnalysis(*Global);
-  if (A)
+  if (A) {
+    ViolationsUnderWay.insert(&Owner);
     judge(*A, /*Lift=*/false, &Found, nullptr);
+    ViolationsUnderWay.erase(&Owner);
+  }
   return Violations.try_emplace(&Owner, std::move(Found)).first->second;
 }
 

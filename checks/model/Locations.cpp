@@ -189,9 +189,14 @@ Location FlowModel::locationOf(const Expr *E) const {
       E = Cast->getSubExpr();
       continue;
     }
-    // std::move(x), std::forward<T>(x) name x.
+    // std::move(x), std::forward<T>(x) name x; a smart-pointer cast, x's
+    // object.
     if (const Expr *Moved = movedOrForwarded(E)) {
       E = Moved;
+      continue;
+    }
+    if (const Expr *Cast = smartPointerCastSource(E)) {
+      E = Cast;
       continue;
     }
     break;

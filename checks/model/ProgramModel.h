@@ -41,6 +41,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -222,10 +224,13 @@ public:
   const EntryContext &entryContext(const FunctionDecl &F);
   /// Whether \p Function's context analysis is under way.
   bool isAnalysing(const FunctionDecl &Function) const;
-  /// Whether the function that matched \p O reports it at its statement:
-  /// a member of `*this` leaves it to the callers, and its context proves
-  /// it.
+  /// Whether the function that lifted \p O reports it itself, at its
+  /// statement or at its call (Via): a member of `*this` or a device it
+  /// chose leaves it to the callers, and its context proves it.
   bool reportedAtStatement(const Obligation &O);
+  /// Whether the function that lifted \p O through its call (Via) reports
+  /// it at that call, or left it to a callee that does.
+  bool reportedAtCall(const Obligation &O);
   /// The external facts asked for so far.
   const ExternalReads &externalReads() const { return Reads; }
 
@@ -403,6 +408,11 @@ private:
   llvm::DenseMap<const FunctionDecl *, std::unique_ptr<EntryContext>> Contexts;
   llvm::DenseSet<const FunctionDecl *> ContextsInProgress;
   std::unordered_map<const Decl *, std::vector<Violation>> Violations;
+  llvm::DenseSet<const Decl *> ViolationsUnderWay;
+  /// The calls (function, call location, callee statement, requirement)
+  /// whose violation a function below them reports.
+  std::set<std::tuple<const Decl *, unsigned, const Stmt *, const Requirement *>>
+      ReportedBelow;
   llvm::DenseMap<const VarDecl *, std::unique_ptr<FlowAnalysis>> Initializers;
   llvm::DenseMap<const CXXRecordDecl *, std::unique_ptr<ClassState>> Classes;
   llvm::SmallVector<const CXXRecordDecl *, 2> Building;

@@ -169,6 +169,9 @@ struct Obligation {
   /// The function whose statement AtStmt is; null when read from another
   /// TU.
   const FunctionDecl *MatchedIn = nullptr;
+  /// The function whose summary holds this lift: MatchedIn, or the one
+  /// whose call Via starts at; null when read from another TU.
+  const FunctionDecl *LiftedFrom = nullptr;
 };
 
 class FlowAnalysis;

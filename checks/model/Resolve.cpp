@@ -252,8 +252,24 @@ ResolvedCall FlowModel::resolveAs(const CallExpr &Call, const FunctionDecl &Targ
         Args = Args.drop_front(); // the std::function itself
       R.Arguments.assign(Args.begin(), Args.end());
       const auto *Method = dyn_cast<CXXMethodDecl>(&Target);
-      if (!Method || Method->isStatic() || Method->getParent()->isLambda())
+      if (!Method || Method->isStatic())
         return R;
+      // A lambda that captured `this`, run by a method of the same class
+      // (`on_batch_(loss)` holding `[this](...) {...}`): the members it
+      // reaches are this function's object's.
+      if (Method->getParent()->isLambda()) {
+        const CXXMethodDecl *Enclosing = enclosingMethodOfLambda(*Method);
+        const auto *Caller =
+            dyn_cast_or_null<CXXMethodDecl>(dyn_cast_or_null<FunctionDecl>(Owner));
+        if (Enclosing && Caller && !Caller->isStatic() &&
+            !Caller->getParent()->isLambda() &&
+            (Caller->getParent() == Enclosing->getParent() ||
+             Caller->getParent()->isDerivedFrom(Enclosing->getParent())) &&
+            llvm::any_of(Method->getParent()->captures(),
+                         [](const LambdaCapture &C) { return C.capturesThis(); }))
+          R.Object = Location::thisObject();
+        return R;
+      }
       // The object a member function runs on: the left of `->*`, or `this`
       // where the callable bound it and this function's object is one.
       if (const BinaryOperator *PtrMem = memberPointerCallee(Call)) {

@@ -92,10 +92,12 @@ struct FunctionSummary {
   /// Some path switches autocast on (itself or through a call): a helper
   /// that opens a region of its own, not one that only closes the caller's.
   bool OpensAutocast = false;
-  /// Every path sets CUDA autocast's dtype: float16 or not (Unknown: a
-  /// run-time value, or paths that disagree).
+  /// Some path sets CUDA autocast's dtype: float16 or not, over the paths
+  /// that set it (Unknown: a run-time value, or paths that disagree);
+  /// KeepsEntry: some other path leaves the callers' dtype.
   bool SetsCudaDtype = false;
   Tri CudaDtypeHalf = Tri::Unknown;
+  bool KeepsEntryCudaDtype = false;
   /// Some path may run a backward pass or a step that the analysis cannot
   /// see (an opaque call that receives a tensor).
   bool MayRunOpaqueBackward = false;

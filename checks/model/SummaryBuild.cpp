@@ -202,7 +202,8 @@ FunctionSummary ProgramModel::buildSummary(const FunctionDecl &F,
     S.AutocastHalfAsEntry = ExitPath.AutocastHalfAsEntry;
     S.OpensAutocast = A.model().opensAutocast();
     S.SetsCudaDtype = !ExitPath.CudaDtypeAsEntry;
-    S.CudaDtypeHalf = ExitPath.CudaAutocastHalf;
+    S.CudaDtypeHalf = ExitPath.CudaDtypeHalfWhereSet;
+    S.KeepsEntryCudaDtype = ExitPath.CudaDtypeSomeEntry;
     S.SelectsCuda = Exit->path().CudaSelectedBefore ||
                     llvm::any_of(Exit->path().UncheckedCuda, [](const auto &U) {
                       return U.second != CudaGuard::Checked;

@@ -2,7 +2,7 @@
 //
 // The exported facts, version 2:
 //
-//   {"version": 4, "main": USR?,
+//   {"version": 5, "main": USR?,
 //    "functions": {USR: SUMMARY},            (FactsJson.h)
 //    "calls": [{"callee": USR, "caller": USR, "path": PATH, "loop": LOOP,
 //               "values": [{"entry": ENTRY, "facts": FACTS}]}],

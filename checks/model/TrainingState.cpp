@@ -243,8 +243,7 @@ void FlowModel::transferAutocast(const CallExpr &Call,
           !Half && Known)
         Half = dtypeValueIsHalf(stripConversions(Switch.Value)->getType(),
                                 *Known);
-      Path.CudaAutocastHalf = !Half ? Tri::Unknown : *Half ? Tri::Yes : Tri::No;
-      Path.CudaDtypeAsEntry = false;
+      Path.setCudaDtype(!Half ? Tri::Unknown : *Half ? Tri::Yes : Tri::No);
     }
     return;
   }
@@ -256,8 +255,17 @@ void FlowModel::applyAutocastSummary(const Expr &Call,
                                      State &St) const {
   PathFacts &Path = St.path();
   if (Summary && Summary->SetsCudaDtype) {
-    Path.CudaAutocastHalf = Summary->CudaDtypeHalf;
-    Path.CudaDtypeAsEntry = false;
+    Tri Set = Summary->CudaDtypeHalf;
+    if (!Summary->KeepsEntryCudaDtype) {
+      Path.setCudaDtype(Set);
+    } else {
+      // Some paths of the callee leave the dtype this path holds.
+      auto Either = [&](Tri Held) { return Held == Set ? Set : Tri::Unknown; };
+      Path.CudaAutocastHalf = Either(Path.CudaAutocastHalf);
+      Path.CudaDtypeHalfWhereSet =
+          Path.CudaDtypeAsEntry ? Set : Either(Path.CudaDtypeHalfWhereSet);
+      Path.CudaDtypeAsEntry = false;
+    }
   }
   if (!Summary || Summary->AutocastAtExit == AutocastState::Entry)
     return;

@@ -314,6 +314,9 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
     if (K == OO_Equal && Op->getNumArgs() == 2 && assignTied(*Op, St))
       return;
     if (K == OO_Equal && Op->getNumArgs() == 2) {
+      // `p.mutable_grad() = torch::Tensor();` resets a gradient.
+      if (isGradientReset(*Op, options()))
+        transferGradientState(*Op, nullptr, St);
       Location L = locationOf(Op->getArg(0));
       bool Update = L && readsLocation(Op->getArg(1), L);
       assignTo(*Op->getArg(0), Op->getArg(1), Op->getExprLoc(), St);
@@ -346,18 +349,23 @@ void FlowModel::transfer(const Stmt &S, State &St) const {
       Acc.MeanLoss = Sum && Acc.MeanLoss == Tri::Yes && Rhs.MeanLoss == Tri::Yes
                          ? Tri::Yes
                          : Tri::Unknown;
-      if (Rhs.Graph.Value == GraphState::InGraph) {
-        Acc.Graph = {GraphState::InGraph, Op->getExprLoc()};
+      // The sum keeps the right side's graphs (a backward() of it
+      // backpropagates them) and, for `+=`, is a source itself.
+      auto Keep = [&] {
+        unite<const Stmt *>(Acc.GraphSources, Rhs.GraphSources);
         if (K == OO_PlusEqual && !llvm::is_contained(Acc.GraphSources, &S))
           Acc.GraphSources.push_back(&S);
+      };
+      if (Rhs.Graph.Value == GraphState::InGraph) {
+        Acc.Graph = {GraphState::InGraph, Op->getExprLoc()};
+        Keep();
       } else if (Rhs.Graph.Value == GraphState::Unknown && Rhs.Graph.Entry &&
                  Acc.Graph.Value != GraphState::InGraph) {
         // What the callers hand over decides: a value on a graph makes the
         // sum keep it (the caller's facts replace the entry tag; a value
         // with no graph drops the sources again, see instantiate()).
         Acc.Graph = Rhs.Graph;
-        if (K == OO_PlusEqual && !llvm::is_contained(Acc.GraphSources, &S))
-          Acc.GraphSources.push_back(&S);
+        Keep();
       } else if (Rhs.Graph.Value != Acc.Graph.Value) {
         Acc.Graph = {};
       }
@@ -424,78 +432,6 @@ void FlowModel::initializeMember(const CXXCtorInitializer &Init,
                 : Value;
   assign(Location::member(Field), Field->getType(), Value,
          Value ? Value->getExprLoc() : Init.getSourceLocation(), St);
-}
-
-void FlowModel::refineOnBranch(const Expr *Cond, bool Taken, State &St) const {
-  if (!Cond)
-    return;
-  Cond = Cond->IgnoreImplicit()->IgnoreParenImpCasts();
-  if (const auto *EWC = dyn_cast<ExprWithCleanups>(Cond))
-    Cond = EWC->getSubExpr()->IgnoreParenImpCasts();
-
-  // What the condition proves about the machine.
-  ScalarFacts F = evaluateScalar(Cond, St);
-  const Implication &Proven = Taken ? F.IfTrue : F.IfFalse;
-  const Implication &Refuted = Taken ? F.IfFalse : F.IfTrue;
-  PathFacts &P = St.path();
-  bool MentionsAvailability = Proven.Cuda || Refuted.Cuda;
-  if (Proven.Cuda)
-    P.Cuda = CudaGuard::Checked;
-  else if (Refuted.Cuda && Refuted.CountAtLeast <= 1)
-    // The branch where the availability check failed: no CUDA here.
-    P.Cuda = CudaGuard::Unguarded;
-  if (Proven.CountAtLeast > P.CountAtLeast) {
-    P.CountAtLeast = Proven.CountAtLeast;
-    P.CountProof = F.CountComparison ? F.CountComparison : Cond;
-  }
-  if (MentionsAvailability && !llvm::is_contained(P.AvailabilityChecks, Cond))
-    P.AvailabilityChecks.push_back(Cond);
-
-  refineValues(Cond, Taken, St);
-}
-
-void FlowModel::refineValues(const Expr *Cond, bool Taken, State &St) const {
-  Cond = Cond->IgnoreParenImpCasts();
-  if (const auto *Not = dyn_cast<UnaryOperator>(Cond))
-    if (Not->getOpcode() == UO_LNot)
-      return refineValues(Not->getSubExpr(), !Taken, St);
-  // The condition's own variable is known on each edge.
-  if (Location L = locationOf(Cond))
-    if (Cond->getType()->isBooleanType()) {
-      ValueFacts V = heldForUpdate(L, St);
-      V.Scalar.Known = Taken;
-      St.set(L, V);
-      refineAutocast(Cond, L, Taken, St);
-      return;
-    }
-  const auto *Call = dyn_cast<CallExpr>(Cond);
-  if (!Call)
-    return;
-  llvm::StringRef Method = tensorMethodName(*Call);
-  if (Method != "is_pinned" && Method != "is_cuda")
-    return;
-  Location L = locationOf(memberCallObject(*Call));
-  if (!L)
-    return;
-  ValueFacts V = heldForUpdate(L, St);
-  if (Method == "is_pinned") {
-    // Only CPU tensors are pinned; a tensor that is not pinned may be
-    // anywhere. A fact the test only confirms keeps its origin.
-    Pinning Proven = Taken ? Pinning::Pinned : Pinning::Pageable;
-    if (V.Pin.Value == Proven)
-      return;
-    if (Taken) {
-      V.Pin = {Pinning::Pinned, Call->getExprLoc()};
-      V.Device = {DeviceValue::cpu(), Call->getExprLoc()};
-    } else if (V.Device.Value.isCPU()) {
-      V.Pin = {Pinning::Pageable, Call->getExprLoc()};
-    }
-  } else if (Taken && !V.Device.Value.isCUDA()) {
-    V.Device = {DeviceValue::cuda(), Call->getExprLoc()};
-  } else {
-    return;
-  }
-  St.set(L, V);
 }
 
 const Expr *FlowModel::freshTerm(const Expr *E, const Location &Into) const {

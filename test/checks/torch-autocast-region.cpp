@@ -255,3 +255,72 @@ void after_owned_guard(Net &net, torch::optim::Optimizer &opt) {
   }
   net->forward(batch()).mean().backward();
 }
+
+// A helper that switches to bfloat16 and back to float16 inside its loop:
+// on every path it leaves float16, whether the loop ran or not.
+void polish_bf16(Net &net, torch::optim::Optimizer &opt, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    auto loss = net->forward(batch()).mean();
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kHalf);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+}
+void half_after_polish(Net &net, torch::optim::Optimizer &opt, int steps) {
+  polish_bf16(net, opt, steps);
+  opt.zero_grad();
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  auto loss = net->forward(batch()).mean();
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  loss.backward();
+  // CHECK-MESSAGES: :[[@LINE-1]]:8: warning: backward() of a loss computed in a float16 autocast region with no loss scaling
+  // CHECK-MESSAGES: :[[@LINE-5]]:3: note: the float16 region that computed the loss starts here
+  opt.step();
+}
+// One that may leave bfloat16 set: the dtype after it is not known.
+void maybe_bf16(bool low) {
+  if (low)
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+}
+void after_maybe_bf16(Net &net, torch::optim::Optimizer &opt, bool low) {
+  maybe_bf16(low);
+  opt.zero_grad();
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  auto loss = net->forward(batch()).mean();
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  loss.backward();
+  opt.step();
+}
+
+// A loss from a virtual call: what the overrides the TU defines return (both
+// mean losses here), in the base class's float16 region.
+class VirtualLossTrainer {
+public:
+  virtual ~VirtualLossTrainer() = default;
+  void step(torch::optim::Optimizer &opt) {
+    opt.zero_grad();
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    auto loss = forward_loss();
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a loss computed in a float16 autocast region with no loss scaling
+    // CHECK-MESSAGES: :[[@LINE-5]]:5: note: the float16 region that computed the loss starts here
+    opt.step();
+  }
+
+protected:
+  virtual torch::Tensor forward_loss() = 0;
+  Net net_;
+};
+class MeanLossTrainer : public VirtualLossTrainer {
+  torch::Tensor forward_loss() override { return net_->forward(batch()).mean(); }
+};
+class SquaredLossTrainer : public VirtualLossTrainer {
+  torch::Tensor forward_loss() override {
+    return net_->forward(batch()).pow(2).mean();
+  }
+};

@@ -8,6 +8,8 @@
 
 #include <torch/torch.h>
 #include <array>
+#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,4 +81,33 @@ void swapped_locals(Net &a, Net &b) {
   b->forward(batch());
   a->forward(batch());
   // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'a' is evaluated in training mode
+}
+
+// A zoo whose eval_all() switches every module it holds: a handle taken out
+// of it earlier shares its module, so its mode is no longer the train() it
+// had (unknown: silent).
+class ModelZoo {
+public:
+  void add(const std::string &name, std::shared_ptr<torch::nn::Module> m) {
+    models_[name] = std::move(m);
+  }
+  template <typename T> std::shared_ptr<T> get(const std::string &name) {
+    return std::dynamic_pointer_cast<T>(models_.at(name));
+  }
+  void eval_all() {
+    for (auto &kv : models_)
+      kv.second->eval();
+  }
+
+private:
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> models_;
+};
+
+void score_after_zoo_eval(ModelZoo &zoo) {
+  auto net = zoo.get<NetImpl>("cnn");
+  net->train();
+  net->forward(batch()).sum().backward();
+  zoo.eval_all();
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
 }

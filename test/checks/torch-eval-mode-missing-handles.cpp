@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 struct NetImpl : torch::nn::Module {
@@ -105,6 +106,29 @@ void fold_ensemble() {
   // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: module 'fold' is evaluated in training mode
 }
 
+// A helper that downcasts an experiment's base handle (and tests it) hands
+// back the same module: its mode is the experiment's.
+struct Experiment {
+  std::shared_ptr<torch::nn::Module> model;
+};
+template <typename T> std::shared_ptr<T> as(const Experiment &exp) {
+  auto net = std::dynamic_pointer_cast<T>(exp.model);
+  if (!net)
+    throw std::logic_error("another architecture");
+  return net;
+}
+void train_experiment(Experiment &exp) {
+  auto net = as<NetImpl>(exp);
+  net->train();
+  net->forward(batch()).sum().backward();
+}
+void score_experiment(const Experiment &exp) {
+  auto net = as<NetImpl>(exp);
+  torch::NoGradGuard no_grad;
+  net->forward(batch());
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: module 'net' is evaluated in training mode
+}
+
 int main() {
   Server server;
   server.start();
@@ -117,4 +141,7 @@ int main() {
   FastEngine engine(other);
   engine.score(batch());
   fold_ensemble();
+  Experiment exp{std::make_shared<NetImpl>()};
+  train_experiment(exp);
+  score_experiment(exp);
 }

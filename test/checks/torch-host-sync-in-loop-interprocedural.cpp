@@ -736,3 +736,45 @@ void run_member_callables() {
   FixedArgument d;
   d.fit();
 }
+
+// A trainer whose validate() switches the module it holds to eval() mode,
+// run by a template fit() that has the trainer by reference: the module
+// stays on the device main put it on (what fit() does not touch of the
+// trainer stays its caller's), so the fine-tuning loop's item() syncs.
+template <typename Model> class ModeTrainer {
+public:
+  explicit ModeTrainer(Model model) : model_(std::move(model)) {}
+  double validate() {
+    model_->eval();
+    torch::NoGradGuard no_grad;
+    return 0.0;
+  }
+  Model &model() { return model_; }
+
+private:
+  Model model_;
+};
+template <typename Model> void fit_with_validation(ModeTrainer<Model> &trainer) {
+  trainer.validate();
+  for (int epoch = 0; epoch < 3; ++epoch)
+    trainer.validate();
+}
+void fine_tune(Net &net) {
+  net->train();
+  for (int i = 0; i < 3; ++i) {
+    auto loss = net->forward(torch::ones({2, 4})).sum();
+    loss.backward();
+    std::printf("%f\n", loss.item<double>());
+    // CHECK-MESSAGES: :[[@LINE-1]]:30: warning: 'loss.item<double>()' synchronises the host with the GPU on every training step
+  }
+}
+void run_mode_trainers() {
+  torch::Device device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
+  Net cpu_net;
+  ModeTrainer<Net> cpu_trainer(cpu_net);
+  Net net;
+  net->to(device);
+  ModeTrainer<Net> trainer(net);
+  fit_with_validation(trainer);
+  fine_tune(trainer.model());
+}

@@ -537,3 +537,19 @@ double evaluate_with_member_guard(Net &net,
   GuardedEvaluator evaluator(net);
   return evaluator.run(batches);
 }
+
+// Micro-batch losses summed with `+=` and backpropagated once: the sum
+// keeps every forward's graph, so this is training.
+void summed_micro_batches(Net &net, torch::optim::SGD &opt,
+                          const std::vector<torch::Tensor> &batches) {
+  for (int step = 0; step < 3; ++step) {
+    opt.zero_grad();
+    auto total = torch::zeros({});
+    for (const auto &x : batches) {
+      auto loss = net->forward(x).mean();
+      total += loss / 4;
+    }
+    total.backward();
+    opt.step();
+  }
+}

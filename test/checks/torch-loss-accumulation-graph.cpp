@@ -462,3 +462,15 @@ void folded_part_losses(Net &model, torch::optim::SGD &opt) {
     // CHECK-MESSAGES: :[[@LINE-1]]:5: warning: 'sum' is still attached to its autograd graph {{.*}}[torch-loss-accumulation-graph]
   }
 }
+
+// `.data()` is the value without its graph, as `.detach()` is.
+void accumulated_data(Net &model, torch::optim::SGD &opt) {
+  auto total = torch::zeros({});
+  for (int step = 0; step < 100; ++step) {
+    auto loss = model->forward(torch::randn({8, 4})).mean();
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    total += loss.data();
+  }
+}

@@ -1,6 +1,7 @@
 // RUN: %check_torch_tidy %s torch-missing-zero-grad %t
 
 #include <torch/torch.h>
+#include <algorithm>
 #include <functional>
 struct NetImpl : torch::nn::Module {
   NetImpl() { fc = register_module("fc", torch::nn::Linear(4, 2)); }
@@ -312,4 +313,31 @@ void two_trainers() {
   StepThenReset first(a), second(b);
   first.fit();
   second.fit();
+}
+
+// std::for_each over the parameters runs its lambda on each of them, as a
+// loop over them does: a lambda that drops each gradient resets them.
+void drop_grads(Net &net) {
+  auto params = net->parameters();
+  std::for_each(params.begin(), params.end(),
+                [](torch::Tensor &p) { p.mutable_grad() = torch::Tensor(); });
+}
+void fit_with_for_each_reset(Net &net, torch::optim::SGD &opt) {
+  for (int i = 0; i < 3; ++i) {
+    drop_grads(net);
+    net->forward(torch::ones({4})).mean().backward();
+    opt.step();
+  }
+}
+// One that only reads them resets nothing.
+void fit_with_for_each_norms(Net &net, torch::optim::SGD &opt) {
+  for (int i = 0; i < 3; ++i) {
+    auto params = net->parameters();
+    double norm = 0;
+    std::for_each(params.begin(), params.end(),
+                  [&norm](const torch::Tensor &p) { norm += p.sum().item<double>(); });
+    net->forward(torch::ones({4})).mean().backward();
+    opt.step();
+    // CHECK-MESSAGES: :[[@LINE-1]]:9: warning: optimizer step() with no gradient reset before the next backward()
+  }
 }

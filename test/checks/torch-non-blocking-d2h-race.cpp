@@ -354,3 +354,42 @@ void hand_to_callback(const std::function<void(const torch::Tensor &)> &on_ready
   on_ready(h);
   // CHECK-MESSAGES: :[[@LINE-1]]:12: warning: 'h' is read on the host before the non-blocking device-to-host copy
 }
+
+// A view of the copy's destination reads nothing until it is read: the
+// synchronisation in between makes the read safe; without it, the read of
+// the view is the race.
+float view_then_sync() {
+  auto d = torch::randn({2, 8}, torch::kCUDA);
+  auto h = d.to(torch::kCPU, /*non_blocking=*/true);
+  auto first = h.select(0, 0), second = h.select(0, 1);
+  torch::cuda::synchronize();
+  return first.sum().item<float>() + second.sum().item<float>();
+}
+
+float view_without_sync() {
+  auto d = torch::randn({2, 8}, torch::kCUDA);
+  auto h = d.to(torch::kCPU, /*non_blocking=*/true);
+  auto first = h.select(0, 0);
+  return first.sum().item<float>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: 'first' is read on the host before the non-blocking device-to-host copy
+}
+
+// A getter's reference to a member a non-blocking copy wrote: handing it
+// to a function that reads it is the read.
+class ReadbackMonitor {
+public:
+  void run(const torch::Tensor &scores) {
+    host_ = scores.to(torch::kCPU, /*non_blocking=*/true);
+  }
+  const torch::Tensor &host_scores() const { return host_; }
+
+private:
+  torch::Tensor host_;
+};
+float report_scores(const torch::Tensor &h) { return h.sum().item<float>(); }
+float monitor_readback() {
+  ReadbackMonitor m;
+  m.run(torch::randn({8}, torch::kCUDA));
+  return report_scores(m.host_scores());
+  // CHECK-MESSAGES: :[[@LINE-1]]:24: warning: 'm.host_scores()' is read on the host before the non-blocking device-to-host copy
+}

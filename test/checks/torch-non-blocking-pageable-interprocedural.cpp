@@ -287,3 +287,17 @@ void upload_computed(torch::Device device) {
   auto on_device = torch::randn({8, 16}, device);
   auto y = standardise(on_device).to(device, /*non_blocking=*/true);
 }
+
+// A loader that pins only when asked and CUDA is there: a call that passes
+// false gets pageable memory (the flag decides the branch).
+torch::Tensor load_tile(bool pin) {
+  auto pixels = torch::randn({8, 16});
+  if (pin && torch::cuda::is_available())
+    pixels = pixels.pin_memory();
+  return pixels;
+}
+void upload_tiles(torch::Device device) {
+  auto x = load_tile(/*pin=*/false).to(device, /*non_blocking=*/true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:37: warning: non_blocking copy of 'load_tile(/*pin=*/false)'{{.*}}from pageable memory{{.*}}[torch-non-blocking-pageable]
+  auto y = load_tile(/*pin=*/true).to(device, /*non_blocking=*/true);
+}

@@ -43,6 +43,7 @@ Tensor full(IntArrayRef size, const Scalar &fill_value, TensorOptions options = 
 Tensor arange(const Scalar &end, TensorOptions options = {});
 Tensor arange(const Scalar &start, const Scalar &end, TensorOptions options = {});
 Tensor eye(int64_t n, TensorOptions options = {});
+Tensor hann_window(int64_t window_length, TensorOptions options = {});
 Tensor linspace(const Scalar &start, const Scalar &end, int64_t steps, TensorOptions options = {});
 Tensor randint(int64_t high, IntArrayRef size, TensorOptions options = {});
 Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions options = {});

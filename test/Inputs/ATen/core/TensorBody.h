@@ -101,6 +101,10 @@ public:
   Tensor sigmoid() const;
   Tensor to_dense() const;
   Tensor view(IntArrayRef size) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor data() const;
+  Tensor masked_fill(const Tensor &mask, const Scalar &value) const;
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> unbind(int64_t dim = 0) const;
