@@ -65,7 +65,7 @@ public:
     if (State == AutocastState::On)
       return Verdict::Violated;
     const ValueFacts &Loss = M.Operands[0].Facts;
-    if (Loss.MeanLoss == Tri::Yes && Loss.HalfAutocast.isValid())
+    if (Loss.HalfAutocast.isValid())
       return Verdict::Violated;
     return State == AutocastState::Entry ? Verdict::Callers : Verdict::Holds;
   }

@@ -342,6 +342,25 @@ bool isOwnerFactory(const FunctionDecl *FD) {
          (FD->getName() == "make_unique" || FD->getName() == "make_shared");
 }
 
+bool copiesAnotherObject(const VarDecl &Var) {
+  const Expr *Init = Var.getInit();
+  if (!Init || Var.getType()->isReferenceType())
+    return false;
+  const auto *Construct = dyn_cast<CXXConstructExpr>(Init->IgnoreImplicit());
+  return Construct && Construct->getConstructor()->isCopyOrMoveConstructor() &&
+         Construct->getNumArgs() >= 1 &&
+         Construct->getArg(0)->IgnoreImplicit()->isGLValue();
+}
+
+const CXXRecordDecl *optionalEmplacedClass(const CallExpr &Call) {
+  const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call);
+  const CXXMethodDecl *MD = Member ? Member->getMethodDecl() : nullptr;
+  if (!MD || !MD->getIdentifier() || MD->getName() != "emplace" ||
+      !isStdClass(MD->getParent(), "optional"))
+    return nullptr;
+  return Call.getType().getNonReferenceType()->getAsCXXRecordDecl();
+}
+
 bool isStdAccumulate(const FunctionDecl &FD) {
   return FD.isInStdNamespace() && FD.getIdentifier() &&
          (FD.getName() == "accumulate" || FD.getName() == "reduce");

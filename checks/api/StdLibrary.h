@@ -96,8 +96,15 @@ llvm::ArrayRef<const Expr *> threadStartArguments(const Expr &Start);
 /// stream).
 bool isOstreamInsertion(const CXXOperatorCallExpr &Op);
 
+/// Whether \p Var starts as a copy of another object: copy- or
+/// move-constructed from one (a range-for's element, `auto h = v[i];`).
+bool copiesAnotherObject(const VarDecl &Var);
+
 /// `std::make_unique` or `std::make_shared`: builds the object of an owner.
 bool isOwnerFactory(const FunctionDecl *FD);
+/// The class that `o.emplace(args)` builds in place in a std::optional `o`
+/// (a guard engaged on some paths); null for any other call.
+const CXXRecordDecl *optionalEmplacedClass(const CallExpr &Call);
 /// std::accumulate / std::reduce: a fold of a range's elements and an
 /// initial value.
 bool isStdAccumulate(const FunctionDecl &FD);

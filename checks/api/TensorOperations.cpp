@@ -88,6 +88,16 @@ bool isPointwise(llvm::StringRef Name) {
   return isElementwiseFunction(Name) || isElementwiseOfTwo(Name);
 }
 
+std::optional<unsigned> joinedRank(llvm::StringRef Name, unsigned Operands) {
+  if (Name == "stack")
+    return Operands + 1;
+  if (llvm::is_contained({"cat", "concat", "concatenate", "hstack", "vstack",
+                          "dstack", "column_stack"},
+                         Name))
+    return std::max(Operands, 1u);
+  return std::nullopt;
+}
+
 bool keepsRankFunction(llvm::StringRef Name) {
   if (Name.consume_back("1d") || Name.consume_back("2d") ||
       Name.consume_back("3d"))

@@ -261,6 +261,48 @@ bool isModuleHandleType(QualType T) {
   return false;
 }
 
+const CXXRecordDecl *moduleClassOfHandle(QualType T) {
+  const CXXRecordDecl *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
+  if (T.getNonReferenceType()->isPointerType())
+    RD = T.getNonReferenceType()->getPointeeType()->getAsCXXRecordDecl();
+  for (unsigned Depth = 0; RD && Depth < 4; ++Depth) {
+    if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD)) {
+      llvm::StringRef Name = Spec->getSpecializedTemplate()->getName();
+      if ((Name == "ModuleHolder" || Name == "shared_ptr" ||
+           Name == "unique_ptr") &&
+          Spec->getTemplateArgs().size() >= 1 &&
+          Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type) {
+        RD = Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
+        continue;
+      }
+    }
+    bool Holder = false;
+    if (RD->hasDefinition())
+      for (const CXXBaseSpecifier &Base : RD->bases())
+        if (const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
+                Base.getType()->getAsCXXRecordDecl()))
+          if (Spec->getSpecializedTemplate()->getName() == "ModuleHolder") {
+            RD = Spec;
+            Holder = true;
+          }
+    if (!Holder)
+      return RD;
+  }
+  return RD;
+}
+
+bool mayNameSameModule(QualType A, QualType B) {
+  if (!isModuleHandleType(A) || !isModuleHandleType(B))
+    return true;
+  const CXXRecordDecl *X = moduleClassOfHandle(A);
+  const CXXRecordDecl *Y = moduleClassOfHandle(B);
+  if (!X || !Y || !X->hasDefinition() || !Y->hasDefinition())
+    return true;
+  X = X->getDefinition();
+  Y = Y->getDefinition();
+  return X == Y || X->isDerivedFrom(Y) || Y->isDerivedFrom(X);
+}
+
 ModeDependence layerModeDependence(const CXXRecordDecl &Layer) {
   std::string Qualified = Layer.getQualifiedNameAsString();
   llvm::StringRef N(Qualified);

@@ -13,6 +13,7 @@
 #include "clang/AST/StmtCXX.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,12 @@ const Expr *memberCallObject(const CallExpr &Call);
 /// A class that is a torch::nn::Module, a ModuleHolder, a pointer, or a
 /// std::shared_ptr or std::unique_ptr to a Module.
 bool isModuleHandleType(QualType T);
+/// The module class a handle type holds (`FooImpl` for `Foo`,
+/// `std::shared_ptr<FooImpl>`, `ModuleHolder<FooImpl>`).
+const CXXRecordDecl *moduleClassOfHandle(QualType T);
+/// Whether handles of types \p A and \p B may name one module: not when
+/// both hold module classes of which neither derives from the other.
+bool mayNameSameModule(QualType A, QualType B);
 /// Whether a LibTorch layer (`torch::nn::DropoutImpl`, ...) behaves
 /// differently in training and evaluation mode: Yes for the dropouts, the
 /// batch norms and the transformers (dropout 0.1 by default); Unknown where
@@ -162,6 +169,10 @@ bool isPointwise(llvm::StringRef Name);
 /// LibTorch functions whose result has at least the rank of their first
 /// operand: convolutions, pooling, normalisation, interpolation, padding.
 bool keepsRankFunction(llvm::StringRef Name);
+/// The least rank of what a LibTorch function that joins tensors returns
+/// from operands of rank \p Operands: one more for `stack`, at least one
+/// for `cat` and its spellings (never a 0-dim tensor); nullopt for others.
+std::optional<unsigned> joinedRank(llvm::StringRef Name, unsigned Operands);
 /// Tensor functions and methods that return a (values, indices) tuple
 /// (`max(dim)`, `topk`, `sort`, ...): the indices carry no graph.
 bool returnsValuesAndIndices(llvm::StringRef Name);

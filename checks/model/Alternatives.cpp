@@ -84,7 +84,12 @@ State joinAlternatives(llvm::ArrayRef<Alternative> Results) {
       else
         Agree = false;
     }
-    if (Agree && Value) {
+    // A member of another object than the one the call runs on (the
+    // caller's own members, for `hook_->on_step()`): no alternative runs
+    // on it, and their join stands.
+    if (!Value)
+      continue;
+    if (Agree) {
       Joined.set(L, *Value);
       continue;
     }

@@ -64,10 +64,7 @@ void FlowModel::copyArgumentParts(const ValueFacts &Exit,
       St.set(Part, Scratch.get(Part));
 }
 
-/// Whether \p L lies in an element of a container of several (not in the
-/// object an owning pointer or an optional holds, which the same selector
-/// names).
-static bool inContainerElement(const Location &L) {
+bool inContainerElement(const Location &L) {
   QualType Type;
   if (const auto *Root = dyn_cast_or_null<ValueDecl>(L.Root))
     Type = Root->getType();
@@ -131,9 +128,12 @@ void FlowModel::applySummary(const ResolvedCall &Call,
     // function knows it. So may one switched on a container's elements
     // (`for (auto &kv : models_) kv.second->eval();`): a handle taken out
     // of it shares its module.
-    if ((isForeignVariable(Here, Function) || inContainerElement(Here)) &&
-        (Effect.Exit.Mode.isKnown() || Effect.Exit.ModeIf))
-      forgetModes(St);
+    if (Effect.Exit.Mode.isKnown() || Effect.Exit.ModeIf) {
+      if (isForeignVariable(Here, Function))
+        forgetModes(St);
+      else if (inContainerElement(Here))
+        forgetModes(St, locationType(Here));
+    }
     copyArgumentParts(Effect.Exit, Call, Before, Here, St);
     ValueFacts After = instantiate(Effect.Exit, Call, Before, Rewritten);
     ValueFacts Held = heldForUpdate(Here, Before);

@@ -481,9 +481,11 @@ bool FlowModel::leavesFunction(const Stmt &S) const {
     return false;
   if (isa<CXXThrowExpr>(S))
     return true;
-  const auto *Call = dyn_cast<CallExpr>(&S);
+  // A call, or a construction (`Batch b(raw);` whose constructor throws).
   const FunctionSummary *Summary =
-      Call ? Program.summaryForCall(*Call) : nullptr;
+      isa<CallExpr, CXXConstructExpr>(S)
+          ? Program.summaryForCall(cast<Expr>(S))
+          : nullptr;
   return Summary && Summary->MayThrow;
 }
 

@@ -191,6 +191,11 @@ public:
             addConstruction(*Held, Call->getNumArgs(), Call);
       return true;
     }
+    // `amp.emplace(at::kHalf)` on a std::optional<Guard>: Guard's constructor.
+    if (const CXXRecordDecl *Held = optionalEmplacedClass(*Call)) {
+      addConstruction(*Held, Call->getNumArgs(), Call);
+      return true;
+    }
     add(FD, Call);
     if (addThreadStart(*Call))
       return true;

@@ -144,10 +144,16 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
   // `std::make_unique<T>(args)` runs T's constructor, which does to the
   // arguments what its summary says (on the object: where an owner takes
   // it, constructOwned), as `new T(args)` does.
-  if (!Summary && isOwnerFactory(Call.getDirectCallee()))
-    if (const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(
-            resolve(Call, St).Callee))
-      Summary = Program.summary(*Ctor);
+  if (!Summary && (isOwnerFactory(Call.getDirectCallee()) ||
+                   optionalEmplacedClass(Call)))
+    if (ResolvedCall Built = resolve(Call, St);
+        const auto *Ctor = dyn_cast_or_null<CXXConstructorDecl>(Built.Callee)) {
+      // The constants passed pick the constructor's branch (as for a
+      // plain construction, summaryAt).
+      Summary = summaryForKnownInputs(Built, St);
+      if (!Summary)
+        Summary = Program.summary(*Ctor);
+    }
   // A virtual call of uncertain target: what training does on the path is
   // what one of the overrides that may run does.
   ProgramModel::Dispatched Dispatched;
@@ -222,6 +228,15 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         (!L || (L.Kind == Location::Local && !isa<ParmVarDecl>(L.Root) &&
                 isErasedModuleType(Module->getType()))))
       forgetModes(St);
+    // So may one switched on a copy of a handle whose source is not named
+    // (`for (auto net : {a, b}) net->eval();`): that of any module of its
+    // class.
+    if ((Action == "train" || Action == "eval") && L &&
+        L.Kind == Location::Local && !L.Depth && !isa<ParmVarDecl>(L.Root))
+      if (const auto *Copy = dyn_cast<VarDecl>(L.Root);
+          Copy && isSharedModuleHandleType(Copy->getType()) &&
+          copiesAnotherObject(*Copy))
+        forgetModes(St, Copy->getType());
     if (!L)
       return;
     ValueFacts F = heldForUpdate(L, St);
@@ -263,6 +278,13 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         else
           F.ModeIf = Flag.ModeIf ? Flag.ModeIf : parameterTest(Call.getArg(0));
       }
+      // A container's element (`for (auto net : {a, b}) net->eval();`)
+      // may share its module with a handle outside it: theirs is unknown.
+      if (QualType Held = L.isElement() && inContainerElement(L)
+                              ? locationType(L)
+                              : QualType();
+          !Held.isNull() && isSharedModuleHandleType(Held))
+        forgetModes(St, Held);
       // One element named by a constant index (`nets[1]->eval()`): the
       // others keep theirs, so the elements' mode is known only if theirs
       // was the same.
@@ -427,7 +449,14 @@ void FlowModel::transferCall(const CallExpr &Call, State &St) const {
         // The project says what its accumulator does: that is all.
         return;
       }
-      if (Container && MD->getName() == "clear") {
+      // `amp.reset()` on a std::optional: the object it held is destroyed
+      // (a guard restores what it saved).
+      if (Container && MD->getName() == "reset" &&
+          isOptional(Object->getType()))
+        destroyOwnedObject(Object->getType(), St);
+      if (Container && (MD->getName() == "clear" ||
+                        (MD->getName() == "reset" &&
+                         isOptional(Object->getType())))) {
         ValueFacts Nothing;
         Nothing.Empty = true;
         St.set(locationOf(Object).child(Selector::element()), Nothing);

@@ -431,6 +431,7 @@ ClassState computeClassState(const CXXRecordDecl &Class,
     if (!Summary)
       return Result;
     const EntryContext &Callers = Program.entryContext(*Ctor);
+    Result.Provisional |= !Callers.Root && !Callers.Complete;
     // The constants every caller passes for what it stores (`ctx_{cfg.amp}`
     // where every caller's config says Fp16).
     llvm::SmallVector<std::pair<Location, int64_t>, 2> Constants;
@@ -501,6 +502,9 @@ ClassState computeClassState(const CXXRecordDecl &Class,
       Own.push_back(F);
   constexpr unsigned MaxRounds = 4;
   for (unsigned Round = 0;; ++Round) {
+    // The facts so far are new each round: what was computed from the last
+    // round's is not reused (ProgramModel::SummariesThisBuild).
+    Program.setClassInvariantSoFar(*Def, Published);
     State Entry;
     for (const Location &L : Keys)
       Entry.set(L, Facts.lookup(L));

@@ -31,6 +31,9 @@ struct ClassState {
   /// struct's fields) at entry to a member function other than a
   /// constructor, as locations under `*this`; what is not listed is unknown.
   llvm::DenseMap<Location, ValueFacts> Members;
+  /// Computed while a constructor's caller was under analysis: its values
+  /// are unknown for now, and the state is computed again later.
+  bool Provisional = false;
 };
 
 /// \p Class and the classes it derives from (non-virtually, with a visible

@@ -189,7 +189,7 @@ void FlowModel::transferConstruction(const CXXConstructExpr &E,
 
 void FlowModel::transferDestructor(const VarDecl &Var, State &St) const {
   PathFacts &P = St.path();
-  if (isOwningPointer(Var.getType()))
+  if (isOwningPointer(Var.getType()) || isOptional(Var.getType()))
     destroyOwnedObject(Var.getType(), St);
   // An autocast guard's destructor restores the state it saved.
   if (isAutocastGuard(Var, options())) {

@@ -118,9 +118,14 @@ ValueFacts FlowModel::evaluateCall(const CallExpr &Call,
       // An operator broadcasts, and an element-wise function keeps its
       // operand's shape: 0-dim only when every operand may be (as
       // combineOperands found); other functions may reduce.
-      if (!FD->isOverloadedOperator() &&
-          !(FD->getIdentifier() && (isPointwise(FD->getName()) ||
-                                    keepsRankFunction(FD->getName()))))
+      std::optional<unsigned> Joined =
+          FD->getIdentifier() ? joinedRank(FD->getName(), F.MinDims)
+                              : std::nullopt;
+      if (Joined)
+        F.MinDims = *Joined;
+      else if (!FD->isOverloadedOperator() &&
+               !(FD->getIdentifier() && (isPointwise(FD->getName()) ||
+                                         keepsRankFunction(FD->getName()))))
         F.MinDims = 0;
     } else if (const FunctionSummary *Summary = summaryAt(Call, S)) {
       ResolvedCall R = resolve(Call);

@@ -121,11 +121,40 @@ ValueFacts FlowModel::evaluateOperator(const Expr &E,
   bool Scales = Call && (Call->getOperator() == OO_Star ||
                          Call->getOperator() == OO_Slash);
   auto IsMean = [](const ValueFacts &O) { return O.MeanLoss == Tri::Yes; };
+  // A float16 loss stays one in a sum (`recon + beta * kl`), divided, or
+  // weighted down by a constant; a factor that may be large may be a loss
+  // scale.
+  SourceLocation Half;
+  if (Sum || Scales)
+    for (const ValueFacts &O : Facts)
+      if (O.HalfAutocast.isValid() && Half.isInvalid())
+        Half = O.HalfAutocast;
+  if (Half.isValid() && Call && Call->getOperator() == OO_Star)
+    for (const Expr *Op : Ops) {
+      if (isTensorType(Op->getType()))
+        continue;
+      // (Through the conversion to a Scalar.)
+      Expr::EvalResult Factor;
+      const Expr *Constant = stripConversions(Op);
+      double Value = 2.0;
+      if (Constant->EvaluateAsRValue(Factor, Ctx)) {
+        if (Factor.Val.isFloat())
+          Value = Factor.Val.getFloat().convertToDouble();
+        else if (Factor.Val.isInt())
+          Value = double(Factor.Val.getInt().getExtValue());
+      }
+      if (!(std::abs(Value) <= 1.0))
+        Half = SourceLocation();
+    }
+  if (Scales && Facts.size() != 1)
+    Half = SourceLocation();
   setMeanLoss(F,
               Sum && !Facts.empty() && llvm::all_of(Facts, IsMean) ? Tri::Yes
               : Scales && !Facts.empty()                           ? Tri::No
                                                                    : Tri::Unknown,
               S);
+  if (F.HalfAutocast.isInvalid())
+    F.HalfAutocast = Half;
   // Comparisons and bitwise operators make bool or integer tensors, which
   // carry no graph (as `.gt()` and `.logical_and()` do not).
   if (Call && (Call->isComparisonOp() ||

@@ -160,8 +160,9 @@ struct ValueFacts {
   /// that nothing multiplied or divided since. For a loss module: its
   /// forward returns one.
   Tri MeanLoss = Tri::Unknown;
-  /// A mean loss computed in a float16 autocast region: where that region
-  /// was switched on.
+  /// A mean loss computed in a float16 autocast region, or a sum, quotient
+  /// or down-weighting of one (nothing that may be a loss scale multiplied
+  /// it since): where that region was switched on.
   SourceLocation HalfAutocast;
   /// A non-blocking device-to-host copy that produced this value and that
   /// no synchronisation has completed yet, on every path; invalid otherwise.

@@ -89,7 +89,9 @@ void FlowAnalysis::dump(llvm::raw_ostream &OS) const {
     for (const Stmt *B : St.path().GraphsBackpropagated)
       OS << " " << SM.getPresumedLineNumber(B->getBeginLoc()) << ":"
          << SM.getPresumedColumnNumber(B->getBeginLoc());
-    OS << (St.path().BackpropagatedOther ? " other" : "") << "\n";
+    OS << (St.path().BackpropagatedOther ? " other" : "")
+       << " autocast=" << int(St.path().Autocast)
+       << (St.path().AutocastHalf ? " half" : "") << "\n";
     St.forEach([&](const Location &L, const ValueFacts &V) {
       OS << "    "
          << (L.Root ? L.Root->getNameAsString()
@@ -306,16 +308,21 @@ const State *FlowAnalysis::exitState() const {
 }
 
 /// Whether \p Block ends by throwing out of the function: clang's CFG sends
-/// a `throw` outside any try block to the exit, but the caller never sees
-/// that state returned.
+/// a `throw` outside any try block, and a call that never returns
+/// (`TORCH_CHECK`'s failure, `std::abort()`), to the exit, but the caller
+/// never sees that state returned.
 static bool throwsToExit(const CFGBlock &Block, const CFG &Graph) {
   if (isa_and_nonnull<CXXTryStmt>(Block.getTerminatorStmt()))
     return false; // Its edge to the exit is handled per successor.
   if (Block.succ_size() != 1 || *Block.succ_begin() != &Graph.getExit())
     return false;
   for (auto It = Block.rbegin(); It != Block.rend(); ++It)
-    if (auto S = It->getAs<CFGStmt>())
+    if (auto S = It->getAs<CFGStmt>()) {
+      if (const auto *Call = dyn_cast<CallExpr>(S->getStmt()))
+        if (const FunctionDecl *Callee = Call->getDirectCallee())
+          return Callee->isNoReturn();
       return isa<CXXThrowExpr>(S->getStmt());
+    }
   return false;
 }
 

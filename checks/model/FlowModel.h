@@ -77,6 +77,11 @@ struct HostSync {
   Kind How = Read;
 };
 
+/// Whether \p L lies in an element of a container of several (not in the
+/// object an owning pointer or an optional holds, which the same selector
+/// names).
+bool inContainerElement(const Location &L);
+
 class FlowModel {
 public:
   /// The model of the code of \p Owner: a function's body, or a global's
@@ -90,6 +95,9 @@ public:
   /// The element an iterator variable (`it`, or std::array's pointer)
   /// stands at: the elements of the container it walks.
   Location iteratedElement(const Expr *Iterator) const;
+  /// The type of what \p L names; null where a step is not followed (the
+  /// object `*this` is, a tuple's element).
+  QualType locationType(const Location &L) const;
   /// testsCounter, or a call (negated or not) of a function whose summary
   /// tests one (`if (accum_.boundary())`).
   bool testsCounterAt(const Expr *Cond, const State &S) const;
@@ -145,9 +153,9 @@ public:
   /// for any other assignment.
   bool assignTied(const CXXOperatorCallExpr &Op, State &St) const;
   /// The end of \p Var's lifetime (an RAII guard restores what it saved).
-  /// What destroying the object an owning pointer of type \p OwningPointer
-  /// holds does (`p.reset()`, the pointer's scope ending).
-  void destroyOwnedObject(QualType OwningPointer, State &St) const;
+  /// What destroying the object an owning pointer or an optional of type
+  /// \p Owner holds does (`p.reset()`, the owner's scope ending).
+  void destroyOwnedObject(QualType Owner, State &St) const;
   /// A range-for of ElementwiseLoopRanges: its range variable keeps what
   /// the elements held before the first iteration (rememberUnvisited), and
   /// each iteration starts with them (enterRangeFor).
@@ -459,8 +467,10 @@ private:
   void applySummary(const ResolvedCall &Call, const FunctionSummary &Summary,
                     const Location &Result, State &St) const;
   void forgetOpaqueEffects(const ResolvedCall &Call, State &St) const;
-  /// Every module's mode may have changed (PathFacts::ModesClobbered).
-  void forgetModes(State &St) const;
+  /// Every module's mode may have changed (PathFacts::ModesClobbered); or,
+  /// given \p OfHandle, that of every module a handle of that type may
+  /// name.
+  void forgetModes(State &St, QualType OfHandle = QualType()) const;
   /// Whether the object \p E builds at \p Object keeps the module of its
   /// argument \p Argument only in members bound to it, if at all.
   bool keepsModulesOnlyBound(const CXXConstructExpr &E,

@@ -54,25 +54,47 @@ bool FlowModel::isTracked(const ValueDecl *D) const {
 Location FlowModel::iteratedElement(const Expr *Iterator) const {
   const auto *Ref = dyn_cast<DeclRefExpr>(Iterator->IgnoreParenImpCasts());
   const auto *It = Ref ? dyn_cast<VarDecl>(Ref->getDecl()) : nullptr;
-  if (!It || !It->hasLocalStorage() || !It->getInit())
+  if (Ref && (!It || !It->hasLocalStorage() || !It->getInit()))
     return {};
-  const Expr *Container = iteratedContainer(*It->getInit());
+  // A local iterator walks what its initialiser names; a temporary one
+  // (`m.emplace(k, v).first->second`) what it is computed from.
+  const Expr *Container = iteratedContainer(It ? *It->getInit() : *Iterator);
   Location C = Container ? locationOf(Container) : Location();
   return C ? elementsOf(C, Container->getType()) : Location();
 }
 
-/// The type of the elements \p Container holds (its `value_type`).
+/// The type of the elements \p Container holds (its `value_type`), or of
+/// the object an owning pointer or an optional holds.
 static QualType elementType(QualType Container, ASTContext &Ctx) {
   Container = Container.getNonReferenceType().getCanonicalType();
   if (const ArrayType *Array = Container->getAsArrayTypeUnsafe())
     return Array->getElementType();
   const CXXRecordDecl *RD = containerRecord(Container);
+  if (!RD && (isOwningPointer(Container) || isOptional(Container)))
+    RD = Container->getAsCXXRecordDecl();
   if (!RD)
     return {};
-  for (const NamedDecl *D : RD->lookup(&Ctx.Idents.get("value_type")))
-    if (const auto *Alias = dyn_cast<TypedefNameDecl>(D))
-      return Alias->getUnderlyingType();
+  for (const char *Name : {"value_type", "element_type"})
+    for (const NamedDecl *D : RD->lookup(&Ctx.Idents.get(Name)))
+      if (const auto *Alias = dyn_cast<TypedefNameDecl>(D))
+        return Alias->getUnderlyingType();
   return {};
+}
+
+QualType FlowModel::locationType(const Location &L) const {
+  QualType T;
+  if ((L.Kind == Location::Local || L.Kind == Location::Global) && L.Root)
+    T = L.Root->getType();
+  for (unsigned I = 0; I < L.Depth; ++I) {
+    Selector Step = Selector::fromRaw(L.Path[I]);
+    if (const FieldDecl *Field = Step.asField())
+      T = Field->getType();
+    else if (Step.isElement() && !T.isNull())
+      T = elementType(T, Ctx);
+    else
+      return {};
+  }
+  return T;
 }
 
 Location FlowModel::algorithmElement(const ParmVarDecl &P,

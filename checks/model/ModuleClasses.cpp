@@ -14,37 +14,6 @@
 
 namespace clang::tidy::torch {
 
-/// The module class a handle type holds.
-static const CXXRecordDecl *moduleClassOf(QualType T) {
-  const CXXRecordDecl *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
-  if (T.getNonReferenceType()->isPointerType())
-    RD = T.getNonReferenceType()->getPointeeType()->getAsCXXRecordDecl();
-  for (unsigned Depth = 0; RD && Depth < 4; ++Depth) {
-    if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD)) {
-      llvm::StringRef Name = Spec->getSpecializedTemplate()->getName();
-      if ((Name == "ModuleHolder" || Name == "shared_ptr" ||
-           Name == "unique_ptr") &&
-          Spec->getTemplateArgs().size() >= 1 &&
-          Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type) {
-        RD = Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
-        continue;
-      }
-    }
-    bool Holder = false;
-    if (RD->hasDefinition())
-      for (const CXXBaseSpecifier &Base : RD->bases())
-        if (const auto *Spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(
-                Base.getType()->getAsCXXRecordDecl()))
-          if (Spec->getSpecializedTemplate()->getName() == "ModuleHolder") {
-            RD = Spec;
-            Holder = true;
-          }
-    if (!Holder)
-      return RD;
-  }
-  return RD;
-}
-
 /// LibTorch's modules without parameters or buffers.
 static bool isParameterlessLibraryModule(const CXXRecordDecl &RD) {
   std::string Q = RD.getQualifiedNameAsString();
@@ -270,7 +239,7 @@ const ModuleClassFacts &ProgramModel::moduleClassFacts(QualType ModuleType) {
   if (!New)
     return It->second;
   ModuleClassFacts F;
-  if (const CXXRecordDecl *RD = moduleClassOf(ModuleType)) {
+  if (const CXXRecordDecl *RD = moduleClassOfHandle(ModuleType)) {
     F.ConstructorMoves = constructorMoves(*RD);
     bool Library =
         llvm::StringRef(RD->getQualifiedNameAsString()).starts_with("torch::");

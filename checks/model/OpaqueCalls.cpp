@@ -20,10 +20,15 @@
 namespace clang::tidy::torch {
 
 /// Every module's mode may have changed (PathFacts::ModesClobbered).
-void FlowModel::forgetModes(State &St) const {
-  St.path().ModesClobbered = true;
+void FlowModel::forgetModes(State &St, QualType OfHandle) const {
+  if (OfHandle.isNull())
+    St.path().ModesClobbered = true;
   llvm::SmallVector<std::pair<Location, ValueFacts>, 4> Switched;
   St.forEach([&](const Location &L, const ValueFacts &V) {
+    if (!OfHandle.isNull())
+      if (QualType Held = locationType(L);
+          !Held.isNull() && !mayNameSameModule(Held, OfHandle))
+        return;
     if (V.Mode.isKnown() ||
         (V.Mode.Entry && isModuleHandleType(V.Mode.Entry->getType())))
       Switched.push_back({L, V});

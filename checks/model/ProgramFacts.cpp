@@ -24,14 +24,28 @@ const ClassState &ProgramModel::classState(const CXXRecordDecl &Class) {
   auto It = Classes.find(Key);
   if (It != Classes.end())
     return *It->second;
+  if (auto Provisional = ProvisionalClasses.find(Key);
+      Provisional != ProvisionalClasses.end() &&
+      Provisional->second.first == AnalysesFinished)
+    return *Provisional->second.second;
   static const ClassState Nothing;
   if (isBuilding(Key)) {
     ++BuildCuts;
     return Nothing; // a cycle; not cached
   }
   Building.push_back(Key);
+  ++BuildEpoch;
   auto St = std::make_unique<ClassState>(computeClassState(Class, *this));
   Building.pop_back();
+  ++BuildEpoch;
+  if (St->Provisional) {
+    // (The state it replaces may still be referred to: kept aside.)
+    auto &Slot = ProvisionalClasses[Key];
+    if (Slot.second)
+      TransientClasses.push_back(std::move(Slot.second));
+    Slot = {AnalysesFinished, std::move(St)};
+    return *Slot.second;
+  }
   return *Classes.try_emplace(Key, std::move(St)).first->second;
 }
 
@@ -61,6 +75,7 @@ ProgramModel::classInvariantSoFar(const CXXRecordDecl *Class) const {
 void ProgramModel::setClassInvariantSoFar(
     const CXXRecordDecl &Class,
     const llvm::DenseMap<Location, ValueFacts> *Facts) {
+  ++BuildEpoch;
   if (Facts)
     InvariantsSoFar[Class.getCanonicalDecl()] = Facts;
   else

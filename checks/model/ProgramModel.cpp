@@ -319,6 +319,12 @@ std::unique_ptr<FlowAnalysis> ProgramModel::analyse(const FunctionDecl &Function
     return nullptr;
   }
   ++Run;
+  // For debugging: `TORCH_TIDY_TRACE=1` prints each analysis run, to find
+  // what is analysed again and again (classes under construction, budget).
+  if (std::getenv("TORCH_TIDY_TRACE"))
+    llvm::errs() << "analyse " << Function.getQualifiedNameAsString()
+                 << " (classes being built: " << Building.size()
+                 << ", summary depth: " << Depth << ")\n";
   return FlowAnalysis::run(Function, *this, std::move(Entry));
 }
 
@@ -367,6 +373,7 @@ const FlowAnalysis *ProgramModel::analysis(const FunctionDecl &Function) {
   const EntryContext &Context = entryContext(Function);
   std::unique_ptr<FlowAnalysis> A = analyse(Function, Context.Entry);
   AnalysesUnderWay.erase(&Function);
+  ++AnalysesFinished;
   const FlowAnalysis *Result = A && A->converged() ? A.get() : nullptr;
   if (!keepable(Before) || !Context.Complete) {
     ContextAnalyses.erase(&Function);
@@ -385,6 +392,10 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
   auto It = Summaries.find(Canonical);
   if (It != Summaries.end())
     return It->second.get();
+  if (!Building.empty())
+    if (auto Built = SummariesThisBuild.find(Canonical);
+        Built != SummariesThisBuild.end() && Built->second.first == BuildEpoch)
+      return Built->second.second;
   if (InProgress.contains(Canonical) || Depth >= MaxSummaryDepth)
     return nullptr; // not cached: the outer computation decides
   if (const auto *Method = dyn_cast<CXXMethodDecl>(Canonical);
@@ -405,11 +416,15 @@ const FunctionSummary *ProgramModel::summary(const FunctionDecl &F) {
       Result = Config.External->lookup(F, *this);
   }
   if (!keepable(Before)) {
-    if (!Result)
-      return nullptr;
-    TransientSummaries.push_back(
-        std::make_unique<FunctionSummary>(std::move(*Result)));
-    return TransientSummaries.back().get();
+    const FunctionSummary *Short = nullptr;
+    if (Result) {
+      TransientSummaries.push_back(
+          std::make_unique<FunctionSummary>(std::move(*Result)));
+      Short = TransientSummaries.back().get();
+    }
+    if (!Building.empty() && BudgetCuts == Before.Budget)
+      SummariesThisBuild[Canonical] = {BuildEpoch, Short};
+    return Short;
   }
   auto &Slot = Summaries[Canonical];
   Slot = Result ? std::make_unique<FunctionSummary>(std::move(*Result))
@@ -421,7 +436,7 @@ const FunctionDecl *ProgramModel::calleeOf(const CallExpr &Call) {
   if (const FunctionDecl *Certain = certainCallee(Call))
     return Certain;
   const auto *Method = dyn_cast_or_null<CXXMethodDecl>(Call.getDirectCallee());
-  if (!Method || !isa<CXXMemberCallExpr>(Call))
+  if (!Method || !isa<CXXMemberCallExpr, CXXOperatorCallExpr>(Call))
     return nullptr;
   // Only one definition can run when every class that may override it is
   // in view: its class is the main file's, which no other TU includes.
@@ -440,13 +455,18 @@ const FunctionDecl *ProgramModel::calleeOf(const CallExpr &Call) {
 ProgramModel::Dispatched
 ProgramModel::dispatchedSummaries(const CallExpr &Call) {
   Dispatched Out;
+  // A member call, or an operator of the object its first operand names.
   const auto *Member = dyn_cast<CXXMemberCallExpr>(&Call);
-  const auto *Method =
-      Member ? dyn_cast_or_null<CXXMethodDecl>(Call.getDirectCallee()) : nullptr;
+  const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
+  const auto *Method = Member || (Op && Op->getNumArgs() > 0)
+                           ? dyn_cast_or_null<CXXMethodDecl>(Call.getDirectCallee())
+                           : nullptr;
   if (!Method || !Method->isVirtual() || calleeOf(Call) ||
       callsClassUnderConstruction(Call))
     return Out;
-  const CXXRecordDecl *Static = Member->getRecordDecl();
+  const CXXRecordDecl *Static =
+      Member ? Member->getRecordDecl()
+             : Op->getArg(0)->getType().getNonReferenceType()->getAsCXXRecordDecl();
   for (const FunctionDecl *Override : overridersOf(*Method)) {
     const CXXRecordDecl *Class = cast<CXXMethodDecl>(Override)->getParent();
     if (Static && Class != Static && !Class->isDerivedFrom(Static))

@@ -434,9 +434,23 @@ private:
            BudgetCuts == Before.Budget;
   }
   unsigned BudgetCuts = 0;
+  /// Changes whenever a class's build starts, ends or starts a round: a
+  /// summary answered short during a build is not kept, but is reused in
+  /// the same epoch (else each caller of a method that calls the class's
+  /// methods analyses it again, exponentially in the depth of the calls).
+  unsigned BuildEpoch = 0;
+  llvm::DenseMap<const FunctionDecl *, std::pair<unsigned, const FunctionSummary *>>
+      SummariesThisBuild;
   std::vector<std::unique_ptr<FlowAnalysis>> TransientAnalyses;
   std::vector<std::unique_ptr<FunctionSummary>> TransientSummaries;
   std::vector<std::unique_ptr<EntryContext>> TransientContexts;
+  /// Class states computed while a constructor's caller was analysed
+  /// (ClassState::Provisional), reused until an analysis under way ends.
+  llvm::DenseMap<const CXXRecordDecl *,
+                 std::pair<unsigned, std::unique_ptr<ClassState>>>
+      ProvisionalClasses;
+  unsigned AnalysesFinished = 0;
+  std::vector<std::unique_ptr<ClassState>> TransientClasses;
   /// Each global's tree: the whole and its parts (none during a cycle).
   llvm::DenseMap<const VarDecl *, std::optional<State>> Globals;
   std::unordered_map<const Type *, ModuleClassFacts> ModuleClasses;

@@ -110,6 +110,15 @@ ResolvedCall FlowModel::resolve(const Expr &E) const {
       R.Arguments.assign(Args.begin(), Args.end());
       return R;
     }
+  // `o.emplace(args)`: the held class's constructor, on the object `o` holds.
+  if (const CXXRecordDecl *Held = optionalEmplacedClass(*Call))
+    if (const CXXConstructorDecl *Ctor = constructorFor(Held, Args)) {
+      R.Callee = Ctor;
+      if (R.Object)
+        R.Object = R.Object.child(Selector::element());
+      R.Arguments.assign(Args.begin(), Args.end());
+      return R;
+    }
   R.Callee = Program.calleeOf(*Call);
   R.Arguments.assign(Args.begin(), Args.end());
   return R;
@@ -127,9 +136,13 @@ const FunctionDecl *certainCallee(const CallExpr &Call) {
              : nullptr;
   if (ME && ME->hasQualifier())
     return Method;
-  return ME ? Method->getDevirtualizedMethod(ME->getBase(),
-                                             /*IsAppleKext=*/false)
-            : nullptr;
+  if (ME)
+    return Method->getDevirtualizedMethod(ME->getBase(), /*IsAppleKext=*/false);
+  // `(*objective_)(logits, y)`: a virtual operator on its first operand.
+  if (const auto *Op = dyn_cast<CXXOperatorCallExpr>(&Call);
+      Op && Op->getNumArgs() > 0)
+    return Method->getDevirtualizedMethod(Op->getArg(0), /*IsAppleKext=*/false);
+  return nullptr;
 }
 
 /// `obj.*pm` or `ptr->*pm`, the callee of a call through a pointer to a

@@ -15,6 +15,7 @@
 #include "api/StdLibrary.h"
 #include "api/TorchMatchers.h"
 #include "api/Training.h"
+#include "clang/AST/DeclTemplate.h"
 #include "clang/Analysis/Analyses/ExprMutationAnalyzer.h"
 
 namespace clang::tidy::torch {
@@ -315,18 +316,30 @@ static const CXXRecordDecl *builtRecord(const Stmt *Start) {
     return nullptr;
   if (const auto *New = dyn_cast<CXXNewExpr>(E->IgnoreImplicit()))
     return New->getAllocatedType()->getAsCXXRecordDecl();
+  if (const auto *Call = dyn_cast<CallExpr>(E->IgnoreImplicit()))
+    if (const CXXRecordDecl *Held = optionalEmplacedClass(*Call))
+      return Held;
   QualType T = E->getType();
   if (isOwningPointer(T))
     T = ownedType(T);
   return T->getAsCXXRecordDecl();
 }
 
-void FlowModel::destroyOwnedObject(QualType OwningPointer, State &St) const {
-  // Only std::unique_ptr: a shared object may live on in a copy.
-  const auto *Pointer = OwningPointer->getAsCXXRecordDecl();
-  if (!Pointer || !isStdClass(Pointer, "unique_ptr"))
+void FlowModel::destroyOwnedObject(QualType Owner, State &St) const {
+  // Only std::unique_ptr and std::optional: a shared object may live on in
+  // a copy.
+  const auto *Holder = Owner->getAsCXXRecordDecl();
+  const CXXRecordDecl *RD = nullptr;
+  if (isStdClass(Holder, "unique_ptr"))
+    RD = ownedType(Owner)->getAsCXXRecordDecl();
+  else if (const auto *Spec =
+               dyn_cast_or_null<ClassTemplateSpecializationDecl>(Holder);
+           Spec && isStdClass(Holder, "optional") &&
+           Spec->getTemplateArgs().size() == 1 &&
+           Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
+    RD = Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
+  if (!RD)
     return;
-  const CXXRecordDecl *RD = ownedType(OwningPointer)->getAsCXXRecordDecl();
   // The object whose construction switched autocast on, as for a local
   // guard (transferDestructor).
   const PathFacts &P = St.path();
@@ -356,8 +369,14 @@ void FlowModel::applyAutocastDestruction(const CXXRecordDecl &RD,
              Summary->AutocastAtExit != AutocastState::On) {
     Set(Summary->AutocastAtExit);
   }
-  // Then its members are destroyed.
+  // Then its members are destroyed, then its bases (`struct HalfRegion :
+  // AmpGuard`, whose implicit destructor runs ~AmpGuard()).
   applyMemberAutocast(RD, /*At=*/nullptr, /*Destroy=*/true, St);
+  if (RD.hasDefinition())
+    for (const CXXBaseSpecifier &Base : RD.bases())
+      if (const CXXRecordDecl *B = Base.getType()->getAsCXXRecordDecl();
+          B && B->hasDefinition() && B != &RD)
+        applyAutocastDestruction(*B, St);
 }
 
 void FlowModel::applyMemberAutocast(const CXXRecordDecl &RD, const Expr *At,

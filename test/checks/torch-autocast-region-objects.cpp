@@ -6,6 +6,7 @@
 
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+#include <optional>
 #include <stdexcept>
 
 struct NetImpl : torch::nn::Module {
@@ -174,6 +175,105 @@ void struct_loss(Net &net, torch::optim::Optimizer &opt) {
   }
 }
 
+// A guard engaged on some paths: std::optional<Guard>::emplace runs the
+// guard's constructor, and the optional's end of scope its destructor.
+struct HalfScope {
+  explicit HalfScope(at::ScalarType dtype)
+      : was_(at::autocast::is_autocast_enabled(at::kCUDA)) {
+    at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+  }
+  ~HalfScope() { at::autocast::set_autocast_enabled(at::kCUDA, was_); }
+  bool was_;
+};
+void optional_scope(Net &net, torch::optim::Optimizer &opt, bool amp) {
+  for (int step = 0; step < 10; ++step) {
+    opt.zero_grad();
+    torch::Tensor loss;
+    {
+      std::optional<HalfScope> scope;
+      if (amp)
+        scope.emplace(at::kHalf);
+      loss = net->forward(batch()).mean();
+    }
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a loss computed in a float16 autocast region with no loss scaling
+    // CHECK-MESSAGES: :[[@LINE-5]]:15: note: the float16 region that computed the loss starts here
+    opt.step();
+  }
+}
+void optional_bf16_scope(Net &net, torch::optim::Optimizer &opt, bool amp) {
+  for (int step = 0; step < 10; ++step) {
+    opt.zero_grad();
+    torch::Tensor loss;
+    {
+      std::optional<HalfScope> scope;
+      if (amp)
+        scope.emplace(at::kBFloat16);
+      loss = net->forward(batch()).mean();
+    }
+    loss.backward();
+    opt.step();
+  }
+}
+
+// A trainer whose step opens and closes the region through two wrappers of
+// a member's methods: each is analysed once per class build, not once per
+// caller of a caller.
+struct AmpFlag {
+  bool active = false;
+  void enter() { active = true; }
+  void exit() { active = false; }
+};
+class WrappedSteps {
+public:
+  void fit() {
+    for (int i = 0; i < 3; ++i)
+      step();
+  }
+  float last() const { return last_; }
+
+private:
+  void begin_step() { flag_.enter(); }
+  void end_step() { flag_.exit(); }
+  void step() {
+    begin_step();
+    end_step();
+    ++last_;
+  }
+  AmpFlag flag_;
+  float last_ = 0;
+};
+
+// A guard class derived from another: its implicit destructor runs the
+// base's, which restores autocast; so does an optional's reset().
+struct HalfRegion : HalfScope {
+  HalfRegion() : HalfScope(at::kHalf) {}
+};
+void derived_guard(Net &net, torch::optim::Optimizer &opt) {
+  for (int step = 0; step < 10; ++step) {
+    opt.zero_grad();
+    torch::Tensor loss;
+    {
+      HalfRegion region;
+      loss = net->forward(batch()).mean() * 1024.0;
+    }
+    loss.backward();
+    opt.step();
+  }
+}
+void optional_reset(Net &net, torch::optim::Optimizer &opt) {
+  std::optional<HalfScope> scope;
+  for (int step = 0; step < 10; ++step) {
+    opt.zero_grad();
+    scope.emplace(at::kHalf);
+    auto loss = net->forward(batch()).mean() * 1024.0;
+    scope.reset();
+    loss.backward();
+    opt.step();
+  }
+}
+
 int main() {
   Net net;
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
@@ -194,4 +294,11 @@ int main() {
     tuner.step(batch());
     bf.step(batch());
   }
+  optional_scope(net, opt, true);
+  optional_bf16_scope(net, opt, true); // leaves the dtype bfloat16
+  WrappedSteps wrapped;
+  wrapped.fit();
+  derived_guard(net, opt);
+  optional_reset(net, opt);
 }
+

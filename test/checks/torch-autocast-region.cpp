@@ -216,6 +216,23 @@ torch::Tensor forward_checked(Net &net, const torch::Tensor &x) {
   return y;
 }
 
+// So does a constructor that throws on some path.
+struct CheckedBatch {
+  explicit CheckedBatch(const torch::Tensor &x) : x(x) {
+    if (x.numel() == 0)
+      throw std::length_error("empty batch");
+  }
+  torch::Tensor x;
+};
+torch::Tensor forward_constructed(Net &net, const torch::Tensor &raw) {
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  // CHECK-MESSAGES: :[[@LINE-1]]:3: warning: autocast switched on here stays on when the function throws through a call below
+  const CheckedBatch batch(raw);
+  auto y = net->forward(batch.x);
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  return y;
+}
+
 // Checked before the region opens: nothing leaves with it on.
 torch::Tensor forward_checked_first(Net &net, const torch::Tensor &x) {
   check_batch(x);
@@ -324,3 +341,22 @@ class SquaredLossTrainer : public VirtualLossTrainer {
     return net_->forward(batch()).pow(2).mean();
   }
 };
+
+// A weighted sum of float16 losses is one: a weight of at most one scales
+// nothing back up; a factor that may be large may be a loss scale.
+torch::Tensor reconstruction(const torch::Tensor &out) { return out.pow(2).mean(); }
+void weighted_sum(Net &net, torch::optim::Optimizer &opt, double scale) {
+  for (int i = 0; i < 10; ++i) {
+    opt.zero_grad();
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    auto out = net->forward(batch());
+    auto loss = reconstruction(out) + 0.1 * out.abs().mean();
+    auto scaled = loss * scale;
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    loss.backward();
+    // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: backward() of a loss computed in a float16 autocast region with no loss scaling
+    // CHECK-MESSAGES: :[[@LINE-7]]:5: note: the float16 region that computed the loss starts here
+    scaled.backward();
+    opt.step();
+  }
+}

@@ -1328,3 +1328,43 @@ void weighted_on_device(torch::Device device) {
   // CHECK-MESSAGES: :[[@LINE-1]]:43: warning: operator '*' combines {{.*}} with 'w' on CPU
   auto moved = net->forward(b.x.to(device)) * weight_of(b).to(device);
 }
+
+torch::Tensor input_batch();
+
+// A virtual call operator, called with call syntax through a pointer to
+// the base: what the override that may run requires.
+struct Objective {
+  virtual ~Objective() = default;
+  virtual torch::Tensor operator()(const torch::Tensor &logits) = 0;
+};
+struct WeightedObjective : Objective {
+  torch::Tensor weight_ = torch::ones({2});
+  torch::Tensor operator()(const torch::Tensor &logits) override {
+    return (logits * weight_).mean();
+  }
+};
+void virtual_call_operator(Net &net, torch::Device device) {
+  std::unique_ptr<Objective> objective = std::make_unique<WeightedObjective>();
+  net->to(device);
+  auto loss = (*objective)(net->forward(input_batch().to(device)));
+  // CHECK-MESSAGES: :[[@LINE-1]]:15: warning: 'operator()()' combines {{.*}} with 'weight_' on CPU
+}
+
+// A reference to a map's element through emplace's iterator names the
+// element: moving it moves what the map holds.
+void moved_through_emplace(torch::Device device) {
+  std::map<std::string, Net> nets;
+  auto &net = nets.emplace("latin", Net()).first->second;
+  net->to(device);
+  auto out = nets.at("latin")->forward(input_batch().to(device));
+}
+
+// A stacked tensor has one more dimension than what it stacks: never a
+// 0-dim CPU scalar that would broadcast to any device.
+void stacked_grid(torch::Device device) {
+  auto xs = torch::linspace(-1, 1, 32).reshape({2, 4, 4});
+  auto base = torch::stack({xs, xs}, -1);
+  auto flow = torch::zeros({2, 4, 4, 2}, torch::TensorOptions().device(device));
+  auto grid = base + flow;
+  // CHECK-MESSAGES: :[[@LINE-1]]:20: warning: operator '+' combines 'base' on CPU {{.*}}with 'flow' on 'device'
+}

@@ -111,3 +111,47 @@ void score_after_zoo_eval(ModelZoo &zoo) {
   torch::NoGradGuard no_grad;
   net->forward(batch());
 }
+
+// Switching the modes of a container's heads forgets what other handles of
+// the heads' class hold (one may share a head's module), not the mode of an
+// encoder of another class.
+struct HeadImpl : torch::nn::Module {
+  HeadImpl() { drop = register_module("drop", torch::nn::Dropout(0.2)); }
+  torch::Tensor forward(torch::Tensor x) { return drop(x); }
+  torch::nn::Dropout drop{nullptr};
+};
+struct MultiTask {
+  Net encoder;
+  std::vector<std::shared_ptr<HeadImpl>> heads{std::make_shared<HeadImpl>()};
+  void train_all() {
+    encoder->train();
+    for (auto &h : heads)
+      h->train();
+  }
+};
+double probe(MultiTask &m) {
+  torch::NoGradGuard no_grad;
+  return m.encoder->forward(batch()).sum().item<double>();
+  // CHECK-MESSAGES: :[[@LINE-1]]:10: warning: module 'm.encoder' is evaluated in training mode
+  // CHECK-MESSAGES: :[[@LINE+5]]:5: note: 'm.encoder' comes from the call of 'train_all()' here
+  // CHECK-MESSAGES: :[[@LINE-10]]:14: note: 'm.encoder' is in training mode from here
+}
+void curriculum() {
+  MultiTask m;
+  m.train_all();
+  probe(m);
+}
+
+// A range-for over a braced list of handles switches copies that share the
+// listed modules: theirs follows.
+double score(Net &net) {
+  torch::NoGradGuard no_grad;
+  return net->forward(batch()).sum().item<double>();
+}
+void braced_list_switch() {
+  Net champion, challenger;
+  champion->train();
+  for (auto net : {champion, challenger})
+    net->eval();
+  score(champion);
+}

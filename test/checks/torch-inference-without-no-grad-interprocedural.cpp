@@ -237,3 +237,21 @@ void serve_in_thread(Net net) {
   auto pending = std::async(std::launch::async, score_batches, net, 10);
   pending.wait();
 }
+
+// A guarded helper whose TORCH_CHECK fails on some path: that path never
+// returns, so the caller's grad mode after the call is its own again.
+void export_scores(Net net, int batches) {
+  torch::NoGradGuard no_grad;
+  for (int b = 0; b < batches; ++b) {
+    auto scores = net->forward(torch::randn({4, 8}));
+    TORCH_CHECK(scores.numel() > 0, "empty scores");
+    log_accuracy(scores.mean().item<double>());
+  }
+}
+void export_then_stream(Net net) {
+  export_scores(net, 4);
+  for (int frame = 0; frame < 100; ++frame)
+    log_accuracy(net->forward(torch::randn({4, 8})).mean().item<double>());
+  // CHECK-MESSAGES: :[[@LINE-1]]:18: warning: module forward in a loop that never calls backward() runs without torch::NoGradGuard
+  // CHECK-MESSAGES: :[[@LINE-3]]:3: note: this loop runs no backward() or optimizer step
+}

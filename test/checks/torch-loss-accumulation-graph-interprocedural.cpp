@@ -572,3 +572,34 @@ void two_parameter_helper(Net &net, const std::vector<torch::Tensor> &batches) {
   }
   log_value(total + baseline);
 }
+
+// A virtual hook called through a member pointer runs on the hook, not on
+// the trainer: the trainer's accumulators keep what they hold.
+struct VirtualStepHook {
+  virtual ~VirtualStepHook() = default;
+  virtual void on_step(const torch::Tensor &) {}
+};
+struct CountingStepHook : VirtualStepHook {
+  int calls = 0;
+  void on_step(const torch::Tensor &) override { ++calls; }
+};
+class VirtualHookTrainer {
+public:
+  VirtualHookTrainer() : hook_(std::make_unique<CountingStepHook>()) {}
+  void fit(torch::optim::Optimizer &opt) {
+    for (int s = 0; s < 100; ++s) {
+      opt.zero_grad();
+      auto loss = net_->forward(torch::randn({2, 4})).mean();
+      loss.backward();
+      opt.step();
+      hook_->on_step(loss);
+      epoch_loss_ += loss;
+      // CHECK-MESSAGES: :[[@LINE-1]]:7: warning: 'loss' is still attached to its autograd graph and is accumulated into member 'epoch_loss_'
+    }
+  }
+
+private:
+  Net net_;
+  std::unique_ptr<VirtualStepHook> hook_;
+  torch::Tensor epoch_loss_ = torch::zeros({});
+};
