@@ -38,26 +38,6 @@ constructorFor(const CXXRecordDecl *Class, llvm::ArrayRef<const Expr *> Args) {
   return Found;
 }
 
-/// The class a module holder (`Net` of TORCH_MODULE(Net)) or a
-/// `std::shared_ptr<T>` holds.
-static const CXXRecordDecl *heldClass(QualType T) {
-  const CXXRecordDecl *RD = T.getNonReferenceType()->getAsCXXRecordDecl();
-  for (unsigned Depth = 0; RD && Depth < 4; ++Depth) {
-    if (const auto *Spec = dyn_cast<ClassTemplateSpecializationDecl>(RD)) {
-      llvm::StringRef Name = Spec->getSpecializedTemplate()->getName();
-      if ((Name == "ModuleHolder" || Name == "shared_ptr" ||
-           Name == "unique_ptr") &&
-          Spec->getTemplateArgs().size() >= 1 &&
-          Spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
-        return Spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
-    }
-    if (!RD->hasDefinition() || RD->getNumBases() != 1)
-      return nullptr;
-    RD = RD->bases_begin()->getType()->getAsCXXRecordDecl();
-  }
-  return nullptr;
-}
-
 const CXXConstructorDecl *constructorThatRuns(const CXXConstructorDecl *Ctor) {
   if (Ctor && Ctor->isInheritingConstructor())
     if (const CXXConstructorDecl *Base =
@@ -77,7 +57,7 @@ ResolvedCall FlowModel::resolve(const Expr &E) const {
     if (isModuleHandleType(Construct->getType()) &&
         !Ctor->isCopyOrMoveConstructor() &&
         !(Args.size() == 1 && Args[0]->getType()->isNullPtrType()))
-      if (const CXXRecordDecl *Held = heldClass(Construct->getType());
+      if (const CXXRecordDecl *Held = moduleClassOfHandle(Construct->getType());
           Held && Held != Ctor->getParent())
         if (const CXXConstructorDecl *Inner = constructorFor(Held, Args))
           Ctor = Inner;
@@ -105,7 +85,8 @@ ResolvedCall FlowModel::resolve(const Expr &E) const {
   // std::make_shared<T>(args), std::make_unique<T>(args): T's constructor.
   if (isOwnerFactory(FD))
     if (const CXXConstructorDecl *Ctor =
-            constructorFor(heldClass(Call->getType()), Args)) {
+            // (The owner's class, module or not.)
+            constructorFor(moduleClassOfHandle(Call->getType()), Args)) {
       R.Callee = Ctor;
       R.Arguments.assign(Args.begin(), Args.end());
       return R;
